@@ -1,0 +1,126 @@
+// Package declarative is the Kong DB-less configuration that konglet emits:
+// a small typed model, deterministic ids and a hash that Kong reports back.
+package declarative
+
+import (
+	"crypto/md5"
+	"encoding/hex"
+	"encoding/json"
+
+	"github.com/google/uuid"
+)
+
+// FormatVersion is the declarative format konglet writes (Kong 3.x).
+const FormatVersion = "3.0"
+
+// Config is one whole Kong declarative configuration. Children are nested
+// (routes in services, targets in upstreams) so that no entity refers to
+// another by a foreign key that Kong could fail to resolve.
+type Config struct {
+	FormatVersion string         `json:"_format_version"`
+	Services      []*Service     `json:"services,omitempty"`
+	Upstreams     []*Upstream    `json:"upstreams,omitempty"`
+	Certificates  []*Certificate `json:"certificates,omitempty"`
+}
+
+// Service is a Kong service: where matched requests go.
+type Service struct {
+	ID             string   `json:"id"`
+	Name           string   `json:"name"`
+	Protocol       string   `json:"protocol"`
+	Host           string   `json:"host"`
+	Port           int      `json:"port"`
+	Path           string   `json:"path,omitempty"`
+	ConnectTimeout int      `json:"connect_timeout,omitempty"`
+	ReadTimeout    int      `json:"read_timeout,omitempty"`
+	WriteTimeout   int      `json:"write_timeout,omitempty"`
+	Retries        *int     `json:"retries,omitempty"`
+	Tags           []string `json:"tags,omitempty"`
+	Routes         []*Route `json:"routes,omitempty"`
+}
+
+// Route is a Kong route. Either Expression (expressions router) or the
+// traditional match fields are set, never both.
+type Route struct {
+	ID           string              `json:"id"`
+	Name         string              `json:"name"`
+	Protocols    []string            `json:"protocols"`
+	Expression   string              `json:"expression,omitempty"`
+	Priority     *uint64             `json:"priority,omitempty"`
+	Methods      []string            `json:"methods,omitempty"`
+	Hosts        []string            `json:"hosts,omitempty"`
+	Paths        []string            `json:"paths,omitempty"`
+	Headers      map[string][]string `json:"headers,omitempty"`
+	SNIs         []string            `json:"snis,omitempty"`
+	RegexPrio    *int64              `json:"regex_priority,omitempty"`
+	StripPath    bool                `json:"strip_path"`
+	PreserveHost bool                `json:"preserve_host"`
+	Tags         []string            `json:"tags,omitempty"`
+	Plugins      []*Plugin           `json:"plugins,omitempty"`
+}
+
+// Plugin is a Kong plugin instance attached to the entity it is nested in.
+type Plugin struct {
+	ID     string         `json:"id"`
+	Name   string         `json:"name"`
+	Config map[string]any `json:"config,omitempty"`
+	Tags   []string       `json:"tags,omitempty"`
+}
+
+// Upstream is a Kong load-balancing pool.
+type Upstream struct {
+	ID      string    `json:"id"`
+	Name    string    `json:"name"`
+	Tags    []string  `json:"tags,omitempty"`
+	Targets []*Target `json:"targets,omitempty"`
+}
+
+// Target is one backend address of an upstream.
+type Target struct {
+	ID     string   `json:"id"`
+	Target string   `json:"target"`
+	Weight int      `json:"weight"`
+	Tags   []string `json:"tags,omitempty"`
+}
+
+// Certificate is a TLS certificate with the server names it serves.
+type Certificate struct {
+	ID   string   `json:"id"`
+	Cert string   `json:"cert"`
+	Key  string   `json:"key"`
+	Tags []string `json:"tags,omitempty"`
+	SNIs []*SNI   `json:"snis,omitempty"`
+}
+
+// SNI binds a server name to the certificate it is nested in.
+type SNI struct {
+	ID   string   `json:"id"`
+	Name string   `json:"name"`
+	Tags []string `json:"tags,omitempty"`
+}
+
+// namespaceKonglet roots every deterministic id, so ids are stable across
+// pushes and replicas (Kong keys its caches and errors by them).
+var namespaceKonglet = uuid.NewSHA1(uuid.NameSpaceURL, []byte("https://konglet.dev/"))
+
+// ID returns the deterministic id of an entity of kind with a unique name.
+func ID(kind, name string) string {
+	return uuid.NewSHA1(namespaceKonglet, []byte(kind+"\x00"+name)).String()
+}
+
+// Marshal encodes the config. The output is deterministic because the
+// translation emits everything in sorted order and maps are sorted by
+// encoding/json.
+func Marshal(c *Config) ([]byte, error) {
+	return json.Marshal(c)
+}
+
+// Hash is what Kong reports as configuration_hash once it has loaded
+// document with POST /config {"config": "<document>"}: md5 of the exact string.
+func Hash(document []byte) string {
+	sum := md5.Sum(document)
+	return hex.EncodeToString(sum[:])
+}
+
+// EmptyHash is the configuration_hash of a Kong that holds no configuration.
+const EmptyHash = "00000000000000000000000000000000"

@@ -1,0 +1,166 @@
+package snapshot
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+	"sigs.k8s.io/yaml"
+)
+
+// Objects are Kubernetes objects read from YAML, by kind.
+type Objects struct {
+	GatewayClasses  []*gwv1.GatewayClass
+	Gateways        []*gwv1.Gateway
+	HTTPRoutes      []*gwv1.HTTPRoute
+	ReferenceGrants []*gwv1.ReferenceGrant
+	Services        []*corev1.Service
+	EndpointSlices  []*discoveryv1.EndpointSlice
+	Namespaces      []*corev1.Namespace
+	Secrets         []*corev1.Secret
+}
+
+// Decode reads a stream of YAML or JSON documents. Kinds konglet does not use
+// are skipped; a document it cannot read is an error naming its position.
+func (o *Objects) Decode(r io.Reader, source string) error {
+	reader := utilyaml.NewYAMLReader(bufio.NewReader(r))
+	for i := 1; ; i++ {
+		doc, err := reader.Read()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("%s: document %d: %w", source, i, err)
+		}
+		if len(bytes.TrimSpace(doc)) == 0 {
+			continue
+		}
+		if err := o.decodeOne(doc); err != nil {
+			return fmt.Errorf("%s: document %d: %w", source, i, err)
+		}
+	}
+}
+
+func (o *Objects) decodeOne(doc []byte) error {
+	var head struct {
+		APIVersion string `json:"apiVersion"`
+		Kind       string `json:"kind"`
+	}
+	if err := yaml.Unmarshal(doc, &head); err != nil {
+		return err
+	}
+	if head.Kind == "List" {
+		var list struct {
+			Items []map[string]any `json:"items"`
+		}
+		if err := yaml.Unmarshal(doc, &list); err != nil {
+			return err
+		}
+		for _, item := range list.Items {
+			b, err := yaml.Marshal(item)
+			if err != nil {
+				return err
+			}
+			if err := o.decodeOne(b); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	switch head.Kind {
+	case "GatewayClass":
+		return into(doc, &o.GatewayClasses, false)
+	case "Gateway":
+		return into(doc, &o.Gateways, true)
+	case "HTTPRoute":
+		return into(doc, &o.HTTPRoutes, true)
+	case "ReferenceGrant":
+		return into(doc, &o.ReferenceGrants, true)
+	case "Service":
+		return into(doc, &o.Services, true)
+	case "EndpointSlice":
+		return into(doc, &o.EndpointSlices, true)
+	case "Namespace":
+		return into(doc, &o.Namespaces, false)
+	case "Secret":
+		return into(doc, &o.Secrets, true)
+	}
+	return nil
+}
+
+// into decodes one object strictly (unknown fields are errors, as the API
+// server would say) and, like kubectl, puts it in "default" if it names no
+// namespace.
+func into[T any, P interface {
+	*T
+	metav1.Object
+}](doc []byte, list *[]P, namespaced bool) error {
+	obj := P(new(T))
+	if err := yaml.UnmarshalStrict(doc, obj); err != nil {
+		return err
+	}
+	if namespaced && obj.GetNamespace() == "" {
+		obj.SetNamespace(metav1.NamespaceDefault)
+	}
+	*list = append(*list, obj)
+	return nil
+}
+
+// Build makes a snapshot of the objects. Every Gateway is bound when gateways
+// is empty; publish names the Service in front of Kong (may be empty).
+func (o *Objects) Build(controller string, gateways []types.NamespacedName, publish types.NamespacedName, kong Kong) *Snapshot {
+	s := &Snapshot{
+		ControllerName:  controller,
+		GatewayClasses:  map[string]*gwv1.GatewayClass{},
+		HTTPRoutes:      o.HTTPRoutes,
+		ReferenceGrants: o.ReferenceGrants,
+		Services:        map[types.NamespacedName]*corev1.Service{},
+		EndpointSlices:  map[types.NamespacedName][]*discoveryv1.EndpointSlice{},
+		Namespaces:      map[string]*corev1.Namespace{},
+		Secrets:         map[types.NamespacedName]*corev1.Secret{},
+		Kong:            kong,
+	}
+	for _, c := range o.GatewayClasses {
+		s.GatewayClasses[c.Name] = c
+	}
+	for _, g := range o.Gateways {
+		if len(gateways) == 0 || containsName(gateways, g.Namespace, g.Name) {
+			s.Gateways = append(s.Gateways, g)
+		}
+	}
+	for _, svc := range o.Services {
+		key := types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}
+		s.Services[key] = svc
+		if key == publish {
+			s.PublishService = svc
+		}
+	}
+	for _, es := range o.EndpointSlices {
+		svc := types.NamespacedName{Namespace: es.Namespace, Name: es.Labels[ServiceNameLabel]}
+		s.EndpointSlices[svc] = append(s.EndpointSlices[svc], es)
+	}
+	for _, ns := range o.Namespaces {
+		s.Namespaces[ns.Name] = ns
+	}
+	for _, sec := range o.Secrets {
+		s.Secrets[types.NamespacedName{Namespace: sec.Namespace, Name: sec.Name}] = sec
+	}
+	return s
+}
+
+func containsName(names []types.NamespacedName, ns, name string) bool {
+	for _, n := range names {
+		if n.Namespace == ns && n.Name == name {
+			return true
+		}
+	}
+	return false
+}

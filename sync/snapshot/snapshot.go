@@ -1,0 +1,88 @@
+// Package snapshot is the read-only view of the cluster and of the local Kong
+// that one translation works from. Objects are shared with the informer
+// caches: nothing that receives a Snapshot may modify what it points to.
+package snapshot
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/types"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+)
+
+// Router flavors of Kong, as GET / reports them.
+const (
+	RouterExpressions          = "expressions"
+	RouterTraditionalCompat    = "traditional_compatible"
+	RouterTraditional          = "traditional"
+	DefaultControllerName      = "konglet.dev/gateway-controller"
+	ServiceNameLabel           = discoveryv1.LabelServiceName
+	UpstreamModeAnnotation     = "konglet.dev/upstream"
+	UpstreamModeService        = "service"
+	UpstreamModeEndpoints      = "endpoints"
+	DefaultKongHTTPListenPort  = 8000
+	DefaultKongHTTPSListenPort = 8443
+)
+
+// Listen is one port Kong accepts connections on.
+type Listen struct {
+	Port  int
+	SSL   bool
+	HTTP2 bool
+}
+
+// Kong is what the local Kong says about itself in GET /.
+type Kong struct {
+	Version         string
+	RouterFlavor    string
+	ProxyListens    []Listen
+	StreamListens   []Listen
+	PortMaps        map[int]int // host (Service) port -> Kong listen port
+	EnabledPlugins  map[string]bool
+	PluginsKnown    bool // false when GET / was not read (offline): every plugin counts as enabled
+	NodeID          string
+}
+
+// DefaultKong is the Kong that the Helm chart installs by default, used when
+// no Kong can be asked (offline translation).
+func DefaultKong(flavor string) Kong {
+	return Kong{
+		Version:      "3.9.0",
+		RouterFlavor: flavor,
+		ProxyListens: []Listen{
+			{Port: DefaultKongHTTPListenPort},
+			{Port: DefaultKongHTTPSListenPort, SSL: true, HTTP2: true},
+		},
+		PortMaps: map[int]int{80: DefaultKongHTTPListenPort, 443: DefaultKongHTTPSListenPort},
+	}
+}
+
+// PluginEnabled tells whether Kong would accept a plugin of that name.
+func (k Kong) PluginEnabled(name string) bool {
+	return !k.PluginsKnown || k.EnabledPlugins[name]
+}
+
+// Snapshot is everything one translation reads.
+type Snapshot struct {
+	ControllerName string
+	// Gateways are the Gateways this konglet is bound to (by --gateway), in
+	// the order given; a missing one is simply absent.
+	Gateways        []*gwv1.Gateway
+	GatewayClasses  map[string]*gwv1.GatewayClass
+	HTTPRoutes      []*gwv1.HTTPRoute
+	ReferenceGrants []*gwv1.ReferenceGrant
+	Services        map[types.NamespacedName]*corev1.Service
+	// EndpointSlices by the Service they belong to.
+	EndpointSlices map[types.NamespacedName][]*discoveryv1.EndpointSlice
+	Namespaces     map[string]*corev1.Namespace
+	Secrets        map[types.NamespacedName]*corev1.Secret
+	// PublishService is the Service in front of this Kong (nil if unknown:
+	// listener ports are then checked against Kong's port_maps only).
+	PublishService *corev1.Service
+	// Pod is the Pod konglet runs in (nil offline); it resolves named targetPorts.
+	Pod  *corev1.Pod
+	Kong Kong
+	// ServiceUpstream targets Services by DNS name instead of Pod IPs, so that
+	// a mesh balances (DESIGN decision 9); a Service annotation overrides it.
+	ServiceUpstream bool
+}

@@ -1,0 +1,225 @@
+package translate
+
+import (
+	"cmp"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"math"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/types"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/konglet/konglet/proxy/declarative"
+	"github.com/konglet/konglet/sync/snapshot"
+)
+
+// backend is one usable backendRef: a Service port and its weight.
+type backend struct {
+	service *corev1.Service
+	port    corev1.ServicePort
+	weight  int32
+}
+
+// resolveBackend checks a backendRef the way the Gateway API asks: kind,
+// cross-namespace grant, existence, port.
+func (t *translation) resolveBackend(fromNamespace string, fromKind gwv1.Kind, ref gwv1.BackendRef) (backend, *refProblem) {
+	group, kind := "", kindService
+	if ref.Group != nil {
+		group = string(*ref.Group)
+	}
+	if ref.Kind != nil {
+		kind = string(*ref.Kind)
+	}
+	if group != "" || kind != kindService {
+		return backend{}, &refProblem{gwv1.RouteReasonInvalidKind, fmt.Sprintf("backendRef %s/%s %q: only core Services are supported", group, kind, ref.Name)}
+	}
+	ns := fromNamespace
+	if ref.Namespace != nil {
+		ns = string(*ref.Namespace)
+	}
+	if ns != fromNamespace && !t.granted(fromNamespace, fromKind, ns, string(ref.Name)) {
+		return backend{}, &refProblem{gwv1.RouteReasonRefNotPermitted,
+			fmt.Sprintf("backendRef to Service %s/%s is not permitted: no ReferenceGrant in namespace %s allows it", ns, ref.Name, ns)}
+	}
+	svc := t.snap.Services[types.NamespacedName{Namespace: ns, Name: string(ref.Name)}]
+	if svc == nil {
+		return backend{}, &refProblem{gwv1.RouteReasonBackendNotFound, fmt.Sprintf("Service %s/%s not found", ns, ref.Name)}
+	}
+	if ref.Port == nil {
+		return backend{}, &refProblem{gwv1.RouteReasonUnsupportedValue, fmt.Sprintf("backendRef to Service %s/%s needs a port", ns, ref.Name)}
+	}
+	weight := int32(1)
+	if ref.Weight != nil {
+		weight = *ref.Weight
+	}
+	if svc.Spec.Type == corev1.ServiceTypeExternalName {
+		return backend{service: svc, port: corev1.ServicePort{Port: int32(*ref.Port)}, weight: weight}, nil
+	}
+	for _, p := range svc.Spec.Ports {
+		if p.Port == int32(*ref.Port) {
+			return backend{service: svc, port: p, weight: weight}, nil
+		}
+	}
+	return backend{}, &refProblem{gwv1.RouteReasonBackendNotFound, fmt.Sprintf("Service %s/%s has no port %d", ns, ref.Name, *ref.Port)}
+}
+
+// granted tells whether a ReferenceGrant in toNamespace lets routes of
+// fromKind in fromNamespace refer to the Service name.
+func (t *translation) granted(fromNamespace string, fromKind gwv1.Kind, toNamespace, name string) bool {
+	for _, g := range t.snap.ReferenceGrants {
+		if g.Namespace != toNamespace {
+			continue
+		}
+		from := slices.ContainsFunc(g.Spec.From, func(f gwv1.ReferenceGrantFrom) bool {
+			return f.Group == gwv1.GroupName && f.Kind == fromKind && string(f.Namespace) == fromNamespace
+		})
+		to := slices.ContainsFunc(g.Spec.To, func(to gwv1.ReferenceGrantTo) bool {
+			return to.Group == "" && to.Kind == kindService && (to.Name == nil || string(*to.Name) == name)
+		})
+		if from && to {
+			return true
+		}
+	}
+	return false
+}
+
+// upstreamFor returns the name of the Kong upstream that balances over the
+// backends, creating it once: rules with the same backends share it.
+func (t *translation) upstreamFor(backends []backend) string {
+	if len(backends) == 0 {
+		return "no-backend.konglet.invalid"
+	}
+	name := upstreamName(backends)
+	if _, ok := t.upstreams[name]; ok {
+		return name
+	}
+	u := &declarative.Upstream{ID: declarative.ID("upstream", name), Name: name}
+	if len(backends) == 1 {
+		// A weighted upstream is named after no single Service; Kong's errors
+		// about it are traced through the routes that use it.
+		u.Tags = routeTags(kindService, backends[0].service.ObjectMeta, "core")
+	}
+	u.Targets = t.targets(name, backends)
+	t.upstreams[name] = u
+	return name
+}
+
+// upstreamName is a hostname: readable for one backend, a digest of the
+// backends and weights for several.
+func upstreamName(backends []backend) string {
+	if len(backends) == 1 {
+		b := backends[0]
+		return fmt.Sprintf("%s.%s.%d.svc", b.service.Name, b.service.Namespace, b.port.Port)
+	}
+	keys := make([]string, len(backends))
+	for i, b := range backends {
+		keys[i] = fmt.Sprintf("%s/%s:%d=%d", b.service.Namespace, b.service.Name, b.port.Port, b.weight)
+	}
+	slices.Sort(keys)
+	sum := sha256.Sum256([]byte(strings.Join(keys, ",")))
+	return "weighted-" + hex.EncodeToString(sum[:8]) + ".konglet"
+}
+
+// maxTargetWeight keeps per-target weights precise yet inside Kong's range.
+const maxTargetWeight = 10000
+
+// targets spreads each backend's weight over its endpoints so that the
+// Gateway API weights hold whatever the number of endpoints per Service.
+func (t *translation) targets(upstream string, backends []backend) []*declarative.Target {
+	type share struct {
+		addrs  []string
+		weight float64
+	}
+	shares := make([]share, 0, len(backends))
+	most := 0.0
+	for _, b := range backends {
+		addrs := t.backendAddresses(b)
+		if len(addrs) == 0 {
+			continue
+		}
+		w := float64(b.weight) / float64(len(addrs))
+		most = max(most, w)
+		shares = append(shares, share{addrs, w})
+	}
+	weights := map[string]int{}
+	for _, s := range shares {
+		w := 100
+		if len(shares) > 1 {
+			w = max(1, int(math.Round(s.weight/most*maxTargetWeight)))
+		}
+		for _, a := range s.addrs {
+			// One Pod behind two Services is one target: Kong refuses duplicates.
+			weights[a] = min(weights[a]+w, math.MaxUint16)
+		}
+	}
+	out := make([]*declarative.Target, 0, len(weights))
+	for a, w := range weights {
+		out = append(out, &declarative.Target{ID: declarative.ID("target", upstream+"/"+a), Target: a, Weight: w})
+	}
+	slices.SortFunc(out, func(a, b *declarative.Target) int { return cmp.Compare(a.Target, b.Target) })
+	return out
+}
+
+// backendAddresses lists host:port targets of a backend: ready Pod endpoints, or
+// the Service's DNS name in Service mode (for a mesh) and for ExternalName.
+func (t *translation) backendAddresses(b backend) []string {
+	svc := b.service
+	if svc.Spec.Type == corev1.ServiceTypeExternalName {
+		return []string{net.JoinHostPort(svc.Spec.ExternalName, strconv.Itoa(int(b.port.Port)))}
+	}
+	if t.serviceMode(svc) {
+		return []string{net.JoinHostPort(fmt.Sprintf("%s.%s.svc", svc.Name, svc.Namespace), strconv.Itoa(int(b.port.Port)))}
+	}
+	var out []string
+	for _, slice := range t.snap.EndpointSlices[types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}] {
+		port, ok := slicePort(slice, b.port)
+		if !ok {
+			continue
+		}
+		for _, ep := range slice.Endpoints {
+			if ep.Conditions.Ready != nil && !*ep.Conditions.Ready {
+				continue
+			}
+			for _, addr := range ep.Addresses {
+				out = append(out, net.JoinHostPort(addr, strconv.Itoa(int(port))))
+			}
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+func (t *translation) serviceMode(svc *corev1.Service) bool {
+	switch svc.Annotations[snapshot.UpstreamModeAnnotation] {
+	case snapshot.UpstreamModeService:
+		return true
+	case snapshot.UpstreamModeEndpoints:
+		return false
+	}
+	return t.snap.ServiceUpstream
+}
+
+// slicePort finds the endpoint port that serves a Service port: the one of
+// the same name (EndpointSlice ports carry the Service port's name).
+func slicePort(slice *discoveryv1.EndpointSlice, sp corev1.ServicePort) (int32, bool) {
+	if slice.AddressType == discoveryv1.AddressTypeFQDN {
+		return 0, false
+	}
+	for _, p := range slice.Ports {
+		name := ""
+		if p.Name != nil {
+			name = *p.Name
+		}
+		if name == sp.Name && p.Port != nil {
+			return *p.Port, true
+		}
+	}
+	return 0, false
+}

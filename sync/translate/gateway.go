@@ -1,0 +1,334 @@
+package translate
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/konglet/konglet/sync/snapshot"
+)
+
+const (
+	kindHTTPRoute = "HTTPRoute"
+	kindGateway   = "Gateway"
+	kindService   = "Service"
+)
+
+type gateway struct {
+	obj       *gwv1.Gateway
+	key       types.NamespacedName
+	listeners []*listener
+}
+
+type listener struct {
+	spec gwv1.Listener
+	gw   *gateway
+	// kongProtocol is the Kong route protocol that serves this listener.
+	kongProtocol string
+	kinds        []gwv1.RouteGroupKind
+	accepted     metav1.Condition
+	resolvedRefs metav1.Condition
+	conflicted   metav1.Condition
+	attached     map[types.NamespacedName]bool
+}
+
+// usable tells whether routes may attach to the listener.
+func (l *listener) usable() bool {
+	return l.accepted.Status == metav1.ConditionTrue && l.conflicted.Status == metav1.ConditionFalse
+}
+
+func (t *translation) ours(className gwv1.ObjectName) bool {
+	class := t.snap.GatewayClasses[string(className)]
+	return class != nil && string(class.Spec.ControllerName) == t.snap.ControllerName
+}
+
+func (t *translation) gatewayClasses() {
+	for name, class := range t.snap.GatewayClasses {
+		if string(class.Spec.ControllerName) != t.snap.ControllerName {
+			continue
+		}
+		t.status.GatewayClasses[name] = []metav1.Condition{
+			condition(string(gwv1.GatewayClassConditionStatusAccepted), true,
+				string(gwv1.GatewayClassReasonAccepted), "Handled by konglet", class.Generation),
+		}
+	}
+}
+
+// gateways validates the listeners of every bound Gateway of our class.
+// Their statuses are written by finishGateways, once routes are counted.
+func (t *translation) gateways() {
+	byPort := map[gwv1.PortNumber][]*listener{}
+	for _, obj := range t.snap.Gateways {
+		if !t.ours(obj.Spec.GatewayClassName) {
+			continue
+		}
+		g := &gateway{obj: obj, key: types.NamespacedName{Namespace: obj.Namespace, Name: obj.Name}}
+		for _, spec := range obj.Spec.Listeners {
+			l := t.checkListener(g, spec)
+			g.listeners = append(g.listeners, l)
+			byPort[spec.Port] = append(byPort[spec.Port], l)
+		}
+		t.gws = append(t.gws, g)
+	}
+	for _, ls := range byPort {
+		markConflicts(ls)
+	}
+}
+
+func (t *translation) checkListener(g *gateway, spec gwv1.Listener) *listener {
+	gen := g.obj.Generation
+	l := &listener{
+		spec:         spec,
+		gw:           g,
+		accepted:     condition(string(gwv1.ListenerConditionAccepted), true, string(gwv1.ListenerReasonAccepted), "", gen),
+		resolvedRefs: condition(string(gwv1.ListenerConditionResolvedRefs), true, string(gwv1.ListenerReasonResolvedRefs), "", gen),
+		conflicted:   condition(string(gwv1.ListenerConditionConflicted), false, string(gwv1.ListenerReasonNoConflicts), "", gen),
+		attached:     map[types.NamespacedName]bool{},
+	}
+	reject := func(reason gwv1.ListenerConditionReason, format string, args ...any) *listener {
+		l.accepted = condition(string(gwv1.ListenerConditionAccepted), false, string(reason), fmt.Sprintf(format, args...), gen)
+		return l
+	}
+	l.kinds, l.resolvedRefs = supportedKinds(spec, gen)
+	wantSSL := false
+	switch spec.Protocol {
+	case gwv1.HTTPProtocolType:
+		l.kongProtocol = "http"
+	default:
+		return reject(gwv1.ListenerReasonUnsupportedProtocol, "protocol %s is not supported by konglet yet", spec.Protocol)
+	}
+	listen, err := t.kongListen(spec.Port)
+	if err != nil {
+		return reject(gwv1.ListenerReasonPortUnavailable, "%s", err)
+	}
+	if listen.SSL != wantSSL {
+		return reject(gwv1.ListenerReasonUnsupportedProtocol,
+			"port %d reaches Kong's listen %d, which has ssl=%t; a %s listener needs ssl=%t",
+			spec.Port, listen.Port, listen.SSL, spec.Protocol, wantSSL)
+	}
+	return l
+}
+
+// kongListen follows a listener port (a port of the publish Service) to the
+// Kong listen that serves it (DESIGN decision 2).
+func (t *translation) kongListen(port gwv1.PortNumber) (snapshot.Listen, error) {
+	kongPort, err := t.targetPort(port)
+	if err != nil {
+		return snapshot.Listen{}, err
+	}
+	for _, listen := range t.snap.Kong.ProxyListens {
+		if listen.Port == kongPort {
+			return listen, nil
+		}
+	}
+	ports := make([]string, 0, len(t.snap.Kong.ProxyListens))
+	for _, listen := range t.snap.Kong.ProxyListens {
+		ports = append(ports, strconv.Itoa(listen.Port))
+	}
+	return snapshot.Listen{}, fmt.Errorf("port %d leads to port %d, where Kong does not listen (Kong proxy listens: %s)",
+		port, kongPort, strings.Join(ports, ", "))
+}
+
+func (t *translation) targetPort(port gwv1.PortNumber) (int, error) {
+	svc := t.snap.PublishService
+	if svc == nil {
+		if mapped, ok := t.snap.Kong.PortMaps[int(port)]; ok {
+			return mapped, nil
+		}
+		return int(port), nil
+	}
+	for _, sp := range svc.Spec.Ports {
+		if sp.Port != int32(port) || (sp.Protocol != "" && sp.Protocol != corev1.ProtocolTCP) {
+			continue
+		}
+		if sp.TargetPort.IntValue() > 0 {
+			return sp.TargetPort.IntValue(), nil
+		}
+		if sp.TargetPort.String() == "" || sp.TargetPort.String() == "0" {
+			return int(sp.Port), nil
+		}
+		if p, ok := t.namedContainerPort(sp.TargetPort.String()); ok {
+			return p, nil
+		}
+		return 0, fmt.Errorf("Service %s/%s port %d targets the named port %q, which this Pod does not declare",
+			svc.Namespace, svc.Name, port, sp.TargetPort.String())
+	}
+	return 0, fmt.Errorf("Service %s/%s has no TCP port %d", svc.Namespace, svc.Name, port)
+}
+
+func (t *translation) namedContainerPort(name string) (int, bool) {
+	if t.snap.Pod == nil {
+		return 0, false
+	}
+	for _, c := range t.snap.Pod.Spec.Containers {
+		for _, p := range c.Ports {
+			if p.Name == name {
+				return int(p.ContainerPort), true
+			}
+		}
+	}
+	return 0, false
+}
+
+// supportedKinds intersects the listener's allowed kinds with what konglet
+// serves on its protocol.
+func supportedKinds(spec gwv1.Listener, gen int64) ([]gwv1.RouteGroupKind, metav1.Condition) {
+	ok := condition(string(gwv1.ListenerConditionResolvedRefs), true, string(gwv1.ListenerReasonResolvedRefs), "", gen)
+	served := []gwv1.RouteGroupKind{}
+	if spec.Protocol == gwv1.HTTPProtocolType {
+		served = append(served, gwv1.RouteGroupKind{Group: ptr(gwv1.Group(gwv1.GroupName)), Kind: kindHTTPRoute})
+	}
+	if spec.AllowedRoutes == nil || len(spec.AllowedRoutes.Kinds) == 0 {
+		return served, ok
+	}
+	var kinds []gwv1.RouteGroupKind
+	var invalid []string
+	for _, k := range spec.AllowedRoutes.Kinds {
+		group := gwv1.GroupName
+		if k.Group != nil {
+			group = string(*k.Group)
+		}
+		if slices.ContainsFunc(served, func(s gwv1.RouteGroupKind) bool { return string(*s.Group) == group && s.Kind == k.Kind }) {
+			kinds = append(kinds, gwv1.RouteGroupKind{Group: ptr(gwv1.Group(group)), Kind: k.Kind})
+		} else {
+			invalid = append(invalid, group+"/"+string(k.Kind))
+		}
+	}
+	if len(invalid) > 0 {
+		ok = condition(string(gwv1.ListenerConditionResolvedRefs), false, string(gwv1.ListenerReasonInvalidRouteKinds),
+			fmt.Sprintf("route kinds not supported on a %s listener: %s", spec.Protocol, strings.Join(invalid, ", ")), gen)
+	}
+	if kinds == nil {
+		kinds = []gwv1.RouteGroupKind{}
+	}
+	return kinds, ok
+}
+
+// markConflicts flags listeners on one port that Kong could not tell apart:
+// different protocols, or the same hostname (across all bound Gateways,
+// since they share one Kong).
+func markConflicts(ls []*listener) {
+	for i, a := range ls {
+		for j, b := range ls {
+			if i == j {
+				continue
+			}
+			gen := a.gw.obj.Generation
+			switch {
+			case a.spec.Protocol != b.spec.Protocol:
+				a.conflicted = condition(string(gwv1.ListenerConditionConflicted), true, string(gwv1.ListenerReasonProtocolConflict),
+					fmt.Sprintf("port %d is also used by listener %s/%s/%s with protocol %s", a.spec.Port, b.gw.key.Namespace, b.gw.key.Name, b.spec.Name, b.spec.Protocol), gen)
+			case hostnameOf(a.spec.Hostname) == hostnameOf(b.spec.Hostname):
+				a.conflicted = condition(string(gwv1.ListenerConditionConflicted), true, string(gwv1.ListenerReasonHostnameConflict),
+					fmt.Sprintf("listener %s/%s/%s serves the same port and hostname %q", b.gw.key.Namespace, b.gw.key.Name, b.spec.Name, hostnameOf(b.spec.Hostname)), gen)
+			default:
+				continue
+			}
+			break
+		}
+	}
+}
+
+func hostnameOf(h *gwv1.Hostname) string {
+	if h == nil {
+		return ""
+	}
+	return string(*h)
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// finishGateways writes every Gateway's status once routes are attached.
+func (t *translation) finishGateways() {
+	for _, g := range t.gws {
+		gen := g.obj.Generation
+		st := gwv1.GatewayStatus{Addresses: t.gatewayAddresses()}
+		valid := 0
+		for _, l := range g.listeners {
+			programmed := condition(string(gwv1.ListenerConditionProgrammed), true, string(gwv1.ListenerReasonProgrammed), "", gen)
+			if !l.usable() {
+				programmed = condition(string(gwv1.ListenerConditionProgrammed), false, string(gwv1.ListenerReasonInvalid), "the listener is not accepted or conflicts with another", gen)
+			} else {
+				valid++
+			}
+			st.Listeners = append(st.Listeners, gwv1.ListenerStatus{
+				Name:           l.spec.Name,
+				SupportedKinds: l.kinds,
+				AttachedRoutes: int32(len(l.attached)),
+				Conditions:     []metav1.Condition{l.accepted, l.conflicted, l.resolvedRefs, programmed},
+			})
+		}
+		accepted := condition(string(gwv1.GatewayConditionAccepted), true, string(gwv1.GatewayReasonAccepted), t.routerNote(), gen)
+		programmed := condition(string(gwv1.GatewayConditionProgrammed), true, string(gwv1.GatewayReasonProgrammed), "", gen)
+		switch {
+		case valid == 0:
+			accepted = condition(string(gwv1.GatewayConditionAccepted), false, string(gwv1.GatewayReasonListenersNotValid), "no listener is valid", gen)
+			programmed = condition(string(gwv1.GatewayConditionProgrammed), false, string(gwv1.GatewayReasonInvalid), "no listener is valid", gen)
+		case valid < len(g.listeners):
+			accepted = condition(string(gwv1.GatewayConditionAccepted), true, string(gwv1.GatewayReasonListenersNotValid),
+				fmt.Sprintf("%d of %d listeners are valid", valid, len(g.listeners)), gen)
+		}
+		if valid > 0 && len(st.Addresses) == 0 {
+			programmed = condition(string(gwv1.GatewayConditionProgrammed), false, string(gwv1.GatewayReasonAddressNotAssigned),
+				"the publish Service has no address yet", gen)
+		}
+		st.Conditions = []metav1.Condition{accepted, programmed}
+		t.status.Gateways[g.key] = st
+	}
+}
+
+// routerNote says, on the Gateway, what Kong's router flavor cannot do.
+func (t *translation) routerNote() string {
+	if t.snap.Kong.RouterFlavor == snapshot.RouterExpressions {
+		return ""
+	}
+	return fmt.Sprintf("Kong's router_flavor is %s: listeners are not isolated by port, precedence between routes is approximate and query parameter matches are refused; set router_flavor=expressions for full Gateway API semantics",
+		t.snap.Kong.RouterFlavor)
+}
+
+// addresses are the publish Service's (DESIGN decision 5).
+func (t *translation) gatewayAddresses() []gwv1.GatewayStatusAddress {
+	svc := t.snap.PublishService
+	if svc == nil {
+		return nil
+	}
+	var out []gwv1.GatewayStatusAddress
+	add := func(v string) {
+		typ := gwv1.IPAddressType
+		if !isIP(v) {
+			typ = gwv1.HostnameAddressType
+		}
+		out = append(out, gwv1.GatewayStatusAddress{Type: ptr(typ), Value: v})
+	}
+	for _, in := range svc.Status.LoadBalancer.Ingress {
+		switch {
+		case in.IP != "":
+			add(in.IP)
+		case in.Hostname != "":
+			add(in.Hostname)
+		}
+	}
+	if len(out) == 0 {
+		for _, ip := range svc.Spec.ExternalIPs {
+			add(ip)
+		}
+	}
+	if len(out) == 0 {
+		ips := svc.Spec.ClusterIPs
+		if len(ips) == 0 && svc.Spec.ClusterIP != "" {
+			ips = []string{svc.Spec.ClusterIP}
+		}
+		for _, ip := range ips {
+			if ip != corev1.ClusterIPNone {
+				add(ip)
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,53 @@
+package translate
+
+import (
+	"net"
+	"strings"
+
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+)
+
+// intersectHostnames returns the hostnames a route serves on a listener, per
+// the Gateway API rules: "" stands for any hostname. ok is false when the
+// route and the listener have no hostname in common.
+func intersectHostnames(listener *gwv1.Hostname, route []gwv1.Hostname) (hosts []string, ok bool) {
+	lh := hostnameOf(listener)
+	if len(route) == 0 {
+		return []string{lh}, true
+	}
+	seen := map[string]bool{}
+	for _, r := range route {
+		h, match := intersectHostname(lh, strings.ToLower(string(r)))
+		if match && !seen[h] {
+			seen[h] = true
+			hosts = append(hosts, h)
+		}
+	}
+	return hosts, len(hosts) > 0
+}
+
+func intersectHostname(listener, route string) (string, bool) {
+	switch {
+	case listener == "":
+		return route, true
+	case listener == route:
+		return route, true
+	case isWildcard(route) && wildcardMatches(route, listener):
+		return listener, true
+	case isWildcard(listener) && wildcardMatches(listener, route):
+		return route, true
+	}
+	return "", false
+}
+
+func isWildcard(h string) bool { return strings.HasPrefix(h, "*.") }
+
+// wildcardMatches reports whether host (exact or a narrower wildcard) falls
+// under wildcard: "*.example.com" covers "a.example.com", "a.b.example.com"
+// and "*.a.example.com", but not "example.com".
+func wildcardMatches(wildcard, host string) bool {
+	suffix := wildcard[1:] // ".example.com"
+	return len(host) > len(suffix) && strings.HasSuffix(host, suffix) && host[:len(host)-len(suffix)] != "*"
+}
+
+func isIP(s string) bool { return net.ParseIP(s) != nil }

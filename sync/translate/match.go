@@ -1,0 +1,232 @@
+package translate
+
+import (
+	"cmp"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/konglet/konglet/proxy/declarative"
+	"github.com/konglet/konglet/sync/snapshot"
+)
+
+// kongRoute is a Kong route waiting for its priority, which depends on the
+// other routes of the same precedence class.
+type kongRoute struct {
+	route *declarative.Route
+	// class orders routes by Gateway API precedence (higher wins); routes of
+	// the same class are then ordered by order.
+	class uint64
+	order routeOrder
+}
+
+// routeOrder breaks ties the Gateway API way: oldest route, then
+// namespace/name, then rule and match order.
+type routeOrder struct {
+	created         int64
+	namespace, name string
+	rule, match     int
+}
+
+func (a routeOrder) compare(b routeOrder) int {
+	return cmp.Or(cmp.Compare(a.created, b.created), cmp.Compare(a.namespace, b.namespace),
+		cmp.Compare(a.name, b.name), cmp.Compare(a.rule, b.rule), cmp.Compare(a.match, b.match))
+}
+
+// The precedence class packs, from most to least significant: hostname
+// specificity (8 bits), path (10), method (1), header count (5), query count
+// (5). The rank inside a class takes the 17 low bits of Kong's 46-bit priority.
+const (
+	rankBits     = 17
+	maxRank      = 1<<rankBits - 1
+	hostExact    = 255
+	pathExact    = 1023
+	pathRegex    = 1022
+	maxPrefixLen = 1021
+)
+
+func precedenceClass(host string, m gwv1.HTTPRouteMatch) uint64 {
+	var h uint64
+	switch {
+	case host == "":
+	case isWildcard(host):
+		h = uint64(min(len(host)-1, hostExact-1))
+	default:
+		h = hostExact
+	}
+	var p uint64
+	switch *m.Path.Type {
+	case gwv1.PathMatchExact:
+		p = pathExact
+	case gwv1.PathMatchRegularExpression:
+		p = pathRegex
+	default:
+		p = uint64(min(len(strings.TrimSuffix(*m.Path.Value, "/"))+1, maxPrefixLen))
+	}
+	var method uint64
+	if m.Method != nil {
+		method = 1
+	}
+	return h<<21 | p<<11 | method<<10 | uint64(min(len(m.Headers), 31))<<5 | uint64(min(len(m.QueryParams), 31))
+}
+
+// kongRoute builds the Kong route for one match on one hostname.
+func (t *translation) kongRoute(name, host string, ports map[gwv1.PortNumber]string, m gwv1.HTTPRouteMatch) *kongRoute {
+	portList, protocols := hostList(ports)
+	r := &declarative.Route{
+		ID:           declarative.ID("route", name),
+		Name:         name,
+		Protocols:    protocols,
+		PreserveHost: true,
+	}
+	if t.snap.Kong.RouterFlavor == snapshot.RouterExpressions {
+		r.Expression = httpExpression(host, portList, m)
+	} else {
+		traditionalFields(r, host, m)
+	}
+	kr := &kongRoute{route: r, class: precedenceClass(host, m)}
+	t.kongRoutes = append(t.kongRoutes, kr)
+	return kr
+}
+
+// assignPriorities gives every Kong route a unique priority that encodes
+// the Gateway API precedence, so Kong never falls back to its id order.
+func (t *translation) assignPriorities() {
+	slices.SortFunc(t.kongRoutes, func(a, b *kongRoute) int {
+		return cmp.Or(cmp.Compare(a.class, b.class), b.order.compare(a.order))
+	})
+	rank := 0
+	for i, kr := range t.kongRoutes {
+		if i > 0 && t.kongRoutes[i-1].class != kr.class {
+			rank = 0
+		}
+		rank++
+		if t.snap.Kong.RouterFlavor == snapshot.RouterExpressions {
+			p := kr.class<<rankBits | uint64(min(rank, maxRank))
+			kr.route.Priority = &p
+		} else {
+			// Kong ranks traditional routes by their fields first; our order
+			// only breaks its ties (see the Gateway's Accepted message).
+			p := int64(kr.class<<2 | uint64(min(rank, 3)))
+			kr.route.RegexPrio = &p
+		}
+	}
+}
+
+// httpExpression writes a match in Kong's expressions language. Every clause
+// is parenthesised: the reference parser binds || tighter than &&.
+func httpExpression(host string, ports []int, m gwv1.HTTPRouteMatch) string {
+	var clauses []string
+	portClauses := make([]string, len(ports))
+	for i, p := range ports {
+		portClauses[i] = fmt.Sprintf("net.dst.port == %d", p)
+	}
+	clauses = append(clauses, "("+strings.Join(portClauses, " || ")+")")
+	switch {
+	case host == "":
+	case isWildcard(host):
+		clauses = append(clauses, "(lower(http.host) =^ "+quote(host[1:])+")")
+	default:
+		clauses = append(clauses, "(lower(http.host) == "+quote(host)+")")
+	}
+	value := *m.Path.Value
+	switch *m.Path.Type {
+	case gwv1.PathMatchExact:
+		clauses = append(clauses, "(http.path == "+quote(value)+")")
+	case gwv1.PathMatchRegularExpression:
+		clauses = append(clauses, "(http.path ~ "+quote(anchored(value))+")")
+	default:
+		prefix := strings.TrimSuffix(value, "/")
+		if prefix != "" {
+			clauses = append(clauses, "(http.path == "+quote(prefix)+" || http.path ^= "+quote(prefix+"/")+")")
+		}
+	}
+	if m.Method != nil {
+		clauses = append(clauses, "(http.method == "+quote(string(*m.Method))+")")
+	}
+	for _, h := range m.Headers {
+		field := "any(http.headers." + strings.ReplaceAll(string(h.Name), "-", "_") + ")"
+		clauses = append(clauses, "("+valueClause(field, (*gwv1.HeaderMatchType)(h.Type), h.Value)+")")
+	}
+	for _, q := range m.QueryParams {
+		field := "any(http.queries." + string(q.Name) + ")"
+		clauses = append(clauses, "("+valueClause(field, (*gwv1.HeaderMatchType)(q.Type), q.Value)+")")
+	}
+	return strings.Join(clauses, " && ")
+}
+
+func valueClause(field string, typ *gwv1.HeaderMatchType, value string) string {
+	if typ != nil && *typ == gwv1.HeaderMatchRegularExpression {
+		return field + " ~ " + quote(anchored(value))
+	}
+	return field + " == " + quote(value)
+}
+
+// anchored makes a Gateway API regular expression match the whole value:
+// Kong's ~ operator searches, it does not anchor.
+func anchored(re string) string { return "^(?:" + re + ")$" }
+
+// quote writes a string literal of the expressions language.
+func quote(s string) string {
+	var b strings.Builder
+	b.Grow(len(s) + 2)
+	b.WriteByte('"')
+	for _, r := range s {
+		switch r {
+		case '"':
+			b.WriteString(`\"`)
+		case '\\':
+			b.WriteString(`\\`)
+		case '\n':
+			b.WriteString(`\n`)
+		case '\r':
+			b.WriteString(`\r`)
+		case '\t':
+			b.WriteString(`\t`)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
+}
+
+// traditionalFields writes a match with Kong's traditional route fields.
+// Paths are always regexes so that Kong's "regex path" priority bit is the
+// same for every route and prefixes end at a segment boundary.
+func traditionalFields(r *declarative.Route, host string, m gwv1.HTTPRouteMatch) {
+	if host != "" {
+		r.Hosts = []string{host}
+	}
+	value := *m.Path.Value
+	switch *m.Path.Type {
+	case gwv1.PathMatchExact:
+		r.Paths = []string{"~" + regexp.QuoteMeta(value) + "$"}
+	case gwv1.PathMatchRegularExpression:
+		// normalizeMatch admits only regexes that start with / and have no |,
+		// so appending $ anchors the whole of it (Kong anchors the start).
+		r.Paths = []string{"~" + value + "$"}
+	default:
+		if prefix := strings.TrimSuffix(value, "/"); prefix != "" {
+			r.Paths = []string{"~" + regexp.QuoteMeta(prefix) + "(/|$)"}
+		} else {
+			r.Paths = []string{"/"}
+		}
+	}
+	if m.Method != nil {
+		r.Methods = []string{string(*m.Method)}
+	}
+	if len(m.Headers) > 0 {
+		r.Headers = map[string][]string{}
+		for _, h := range m.Headers {
+			v := h.Value
+			if h.Type != nil && *h.Type == gwv1.HeaderMatchRegularExpression {
+				v = "~*" + anchored(h.Value)
+			}
+			r.Headers[string(h.Name)] = []string{v}
+		}
+	}
+}

@@ -1,0 +1,84 @@
+package translate
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/json"
+	"slices"
+
+	"k8s.io/apimachinery/pkg/types"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+	"sigs.k8s.io/yaml"
+)
+
+// ObjectStatus is one object's desired status, shaped like the object.
+type ObjectStatus struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Metadata   struct {
+		Name      string `json:"name"`
+		Namespace string `json:"namespace,omitempty"`
+	} `json:"metadata"`
+	Status any `json:"status"`
+}
+
+// Objects lists the statuses in a stable order: GatewayClasses, Gateways,
+// HTTPRoutes, each by namespace and name.
+func (s Status) Objects() []ObjectStatus {
+	var out []ObjectStatus
+	add := func(kind string, key types.NamespacedName, status any) {
+		o := ObjectStatus{APIVersion: gwv1.GroupVersion.String(), Kind: kind, Status: status}
+		o.Metadata.Name, o.Metadata.Namespace = key.Name, key.Namespace
+		out = append(out, o)
+	}
+	for _, name := range sortedKeys(s.GatewayClasses, func(a, b string) int { return cmp.Compare(a, b) }) {
+		add("GatewayClass", types.NamespacedName{Name: name}, map[string]any{"conditions": s.GatewayClasses[name]})
+	}
+	for _, key := range sortedKeys(s.Gateways, compareNames) {
+		add(kindGateway, key, s.Gateways[key])
+	}
+	for _, key := range sortedKeys(s.HTTPRoutes, compareNames) {
+		add(kindHTTPRoute, key, map[string]any{"parents": s.HTTPRoutes[key]})
+	}
+	return out
+}
+
+func compareNames(a, b types.NamespacedName) int {
+	return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+}
+
+func sortedKeys[K comparable, V any](m map[K]V, compare func(a, b K) int) []K {
+	keys := make([]K, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, compare)
+	return keys
+}
+
+// YAML renders the result as a YAML stream: the Kong configuration first,
+// then one document per object status.
+func (r Result) YAML() ([]byte, error) {
+	var buf bytes.Buffer
+	docs := []any{r.Config}
+	for _, o := range r.Status.Objects() {
+		docs = append(docs, o)
+	}
+	for i, d := range docs {
+		// Through JSON first so that Kong's field names and omitempty rules
+		// apply exactly as in what konglet sends.
+		j, err := json.Marshal(d)
+		if err != nil {
+			return nil, err
+		}
+		y, err := yaml.JSONToYAML(j)
+		if err != nil {
+			return nil, err
+		}
+		if i > 0 {
+			buf.WriteString("---\n")
+		}
+		buf.Write(y)
+	}
+	return buf.Bytes(), nil
+}

@@ -1,0 +1,281 @@
+package translate
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/konglet/konglet/proxy/declarative"
+)
+
+// attachment is where one route is served: hostname ("" for any) to the
+// listener ports and the Kong protocol of each.
+type attachment map[string]map[gwv1.PortNumber]string
+
+func (t *translation) httpRoutes() {
+	routes := slices.Clone(t.snap.HTTPRoutes)
+	slices.SortFunc(routes, func(a, b *gwv1.HTTPRoute) int {
+		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+	})
+	for _, r := range routes {
+		t.httpRoute(r)
+	}
+	t.finishGateways()
+}
+
+func (t *translation) httpRoute(r *gwv1.HTTPRoute) {
+	key := types.NamespacedName{Namespace: r.Namespace, Name: r.Name}
+	gen := r.Generation
+	var parents []gwv1.RouteParentStatus
+	where := attachment{}
+	var rules []ruleResult
+	for _, ref := range r.Spec.ParentRefs {
+		g := t.parentGateway(r.Namespace, ref)
+		if g == nil || slices.ContainsFunc(parents, func(p gwv1.RouteParentStatus) bool { return sameParentRef(p.ParentRef, ref) }) {
+			continue
+		}
+		if rules == nil {
+			rules = t.httpRules(r)
+		}
+		st := gwv1.RouteParentStatus{ParentRef: ref, ControllerName: gwv1.GatewayController(t.snap.ControllerName)}
+		resolved := resolvedRefsCondition(rules, gen)
+		reason, msg := t.attach(r, g, ref, where)
+		if reason == "" {
+			reason, msg = rulesVerdict(rules)
+		}
+		if reason == "" {
+			if refusal, refused := t.refused[ObjectRef{gwv1.GroupName, kindHTTPRoute, r.Namespace, r.Name}]; refused {
+				reason, msg = string(gwv1.RouteReasonUnsupportedValue), "Kong refused this route: "+refusal
+			}
+		}
+		if reason == "" {
+			st.Conditions = append(st.Conditions, condition(string(gwv1.RouteConditionAccepted), true, string(gwv1.RouteReasonAccepted), "", gen))
+		} else {
+			st.Conditions = append(st.Conditions, condition(string(gwv1.RouteConditionAccepted), false, reason, msg, gen))
+		}
+		st.Conditions = append(st.Conditions, resolved)
+		if partial := partiallyInvalid(rules, gen); partial != nil && reason == "" {
+			st.Conditions = append(st.Conditions, *partial)
+		}
+		parents = append(parents, st)
+	}
+	if parents == nil {
+		return
+	}
+	t.status.HTTPRoutes[key] = parents
+	if len(where) == 0 || slices.ContainsFunc(parents, func(p gwv1.RouteParentStatus) bool {
+		return p.Conditions[0].Status == metav1.ConditionFalse && p.Conditions[0].Reason != string(gwv1.RouteReasonNotAllowedByListeners) &&
+			p.Conditions[0].Reason != string(gwv1.RouteReasonNoMatchingListenerHostname) && p.Conditions[0].Reason != string(gwv1.RouteReasonNoMatchingParent)
+	}) {
+		// Either attached nowhere, or refused as a whole (no servable rule, or Kong refused it).
+		return
+	}
+	t.emitHTTPRoute(r, rules, where)
+}
+
+// parentGateway returns the bound Gateway a parentRef points to, or nil when
+// the ref is not for a Gateway this konglet serves.
+func (t *translation) parentGateway(routeNamespace string, ref gwv1.ParentReference) *gateway {
+	if (ref.Group != nil && *ref.Group != gwv1.GroupName) || (ref.Kind != nil && *ref.Kind != kindGateway) {
+		return nil
+	}
+	ns := routeNamespace
+	if ref.Namespace != nil {
+		ns = string(*ref.Namespace)
+	}
+	for _, g := range t.gws {
+		if g.key.Namespace == ns && g.key.Name == string(ref.Name) {
+			return g
+		}
+	}
+	return nil
+}
+
+func sameParentRef(a, b gwv1.ParentReference) bool {
+	str := func(p *gwv1.SectionName) string {
+		if p == nil {
+			return ""
+		}
+		return string(*p)
+	}
+	port := func(p *gwv1.PortNumber) gwv1.PortNumber {
+		if p == nil {
+			return 0
+		}
+		return *p
+	}
+	ns := func(p *gwv1.Namespace) string {
+		if p == nil {
+			return ""
+		}
+		return string(*p)
+	}
+	return a.Name == b.Name && ns(a.Namespace) == ns(b.Namespace) && str(a.SectionName) == str(b.SectionName) && port(a.Port) == port(b.Port)
+}
+
+// attach finds the listeners of g that accept the route through ref and
+// records where it is served. It returns the reason when none does.
+func (t *translation) attach(r *gwv1.HTTPRoute, g *gateway, ref gwv1.ParentReference, where attachment) (reason, message string) {
+	var candidates []*listener
+	for _, l := range g.listeners {
+		if ref.SectionName != nil && l.spec.Name != *ref.SectionName {
+			continue
+		}
+		if ref.Port != nil && l.spec.Port != *ref.Port {
+			continue
+		}
+		candidates = append(candidates, l)
+	}
+	if len(candidates) == 0 {
+		return string(gwv1.RouteReasonNoMatchingParent), "the Gateway has no listener that matches the parentRef's sectionName and port"
+	}
+	reason, message = string(gwv1.RouteReasonNoMatchingParent), "no matching listener is valid"
+	attached := false
+	for _, l := range candidates {
+		if !l.usable() {
+			continue
+		}
+		if !kindAllowed(l, kindHTTPRoute) || !t.namespaceAllowed(l, r.Namespace) {
+			if !attached && reason != string(gwv1.RouteReasonNoMatchingListenerHostname) {
+				reason, message = string(gwv1.RouteReasonNotAllowedByListeners), fmt.Sprintf("listener %q does not allow this route", l.spec.Name)
+			}
+			continue
+		}
+		hosts, ok := intersectHostnames(l.spec.Hostname, r.Spec.Hostnames)
+		if !ok {
+			reason, message = string(gwv1.RouteReasonNoMatchingListenerHostname), fmt.Sprintf("no hostname of the route matches listener %q", l.spec.Name)
+			continue
+		}
+		attached = true
+		l.attached[types.NamespacedName{Namespace: r.Namespace, Name: r.Name}] = true
+		for _, h := range hosts {
+			if where[h] == nil {
+				where[h] = map[gwv1.PortNumber]string{}
+			}
+			where[h][l.spec.Port] = l.kongProtocol
+		}
+	}
+	if attached {
+		return "", ""
+	}
+	return reason, message
+}
+
+func kindAllowed(l *listener, kind gwv1.Kind) bool {
+	return slices.ContainsFunc(l.kinds, func(k gwv1.RouteGroupKind) bool { return k.Kind == kind })
+}
+
+func (t *translation) namespaceAllowed(l *listener, ns string) bool {
+	from := gwv1.NamespacesFromSame
+	var selector *metav1.LabelSelector
+	if l.spec.AllowedRoutes != nil && l.spec.AllowedRoutes.Namespaces != nil {
+		if l.spec.AllowedRoutes.Namespaces.From != nil {
+			from = *l.spec.AllowedRoutes.Namespaces.From
+		}
+		selector = l.spec.AllowedRoutes.Namespaces.Selector
+	}
+	switch from {
+	case gwv1.NamespacesFromAll:
+		return true
+	case gwv1.NamespacesFromSame:
+		return ns == l.gw.key.Namespace
+	case gwv1.NamespacesFromSelector:
+		namespace := t.snap.Namespaces[ns]
+		if selector == nil || namespace == nil {
+			return false
+		}
+		sel, err := metav1.LabelSelectorAsSelector(selector)
+		return err == nil && sel.Matches(labels.Set(namespace.Labels))
+	}
+	return false
+}
+
+// routeTags point a Kong entity back at the Kubernetes object behind it.
+func routeTags(kind string, meta metav1.ObjectMeta, group string) []string {
+	tags := []string{
+		"k8s-name:" + meta.Name,
+		"k8s-namespace:" + meta.Namespace,
+		"k8s-kind:" + kind,
+		"k8s-group:" + group,
+		"k8s-version:v1",
+	}
+	if meta.UID != "" {
+		tags = append(tags, "k8s-uid:"+string(meta.UID))
+	}
+	return tags
+}
+
+// emitHTTPRoute adds the Kong service and routes of every servable rule.
+func (t *translation) emitHTTPRoute(r *gwv1.HTTPRoute, rules []ruleResult, where attachment) {
+	tags := routeTags(kindHTTPRoute, r.ObjectMeta, gwv1.GroupName)
+	hosts := make([]string, 0, len(where))
+	for h := range where {
+		hosts = append(hosts, h)
+	}
+	slices.Sort(hosts)
+	base := fmt.Sprintf("httproute.%s.%s", r.Namespace, r.Name)
+	for _, rule := range rules {
+		if rule.dropped != "" {
+			continue
+		}
+		svc := &declarative.Service{
+			Name:     fmt.Sprintf("%s.%d", base, rule.index),
+			Protocol: "http",
+			Port:     80,
+			Tags:     tags,
+		}
+		svc.ID = declarative.ID("service", svc.Name)
+		svc.Host = t.upstreamFor(rule.backends)
+		for mi, m := range rule.matches {
+			for hi, h := range hosts {
+				name := fmt.Sprintf("%s.%d.%d.%d", base, rule.index, mi, hi)
+				kr := t.kongRoute(name, h, where[h], m)
+				kr.route.Tags = tags
+				kr.order = routeOrder{created: r.CreationTimestamp.UnixNano(), namespace: r.Namespace, name: r.Name, rule: rule.index, match: mi}
+				if len(rule.backends) == 0 {
+					kr.route.Plugins = append(kr.route.Plugins, t.noBackendPlugin(name, tags))
+				}
+				svc.Routes = append(svc.Routes, kr.route)
+			}
+		}
+		t.services = append(t.services, svc)
+	}
+}
+
+// noBackendPlugin answers 500 where a rule has no usable backend, as the
+// Gateway API requires.
+func (t *translation) noBackendPlugin(routeName string, tags []string) *declarative.Plugin {
+	return &declarative.Plugin{
+		ID:   declarative.ID("plugin", routeName+"/request-termination"),
+		Name: "request-termination",
+		Config: map[string]any{
+			"status_code": 500,
+			"message":     "no usable backend for this route rule",
+		},
+		Tags: tags,
+	}
+}
+
+func hostList(where map[gwv1.PortNumber]string) (ports []int, protocols []string) {
+	seen := map[string]bool{}
+	for p, proto := range where {
+		ports = append(ports, int(p))
+		if !seen[proto] {
+			seen[proto] = true
+			protocols = append(protocols, proto)
+		}
+	}
+	slices.Sort(ports)
+	slices.Sort(protocols)
+	return ports, protocols
+}
+
+func joinMessages(msgs []string) string {
+	return strings.Join(msgs, "; ")
+}

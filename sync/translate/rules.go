@@ -1,0 +1,215 @@
+package translate
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/konglet/konglet/sync/snapshot"
+)
+
+// ruleResult is one HTTPRoute rule after validation.
+type ruleResult struct {
+	index   int
+	matches []gwv1.HTTPRouteMatch
+	// backends are the usable ones; an empty list with a servable rule means
+	// every request to the rule is answered 500.
+	backends []backend
+	// refProblems explain backendRefs that could not be used.
+	refProblems []refProblem
+	// dropped says why the rule cannot be served at all ("" when it can).
+	dropped string
+}
+
+type refProblem struct {
+	reason  gwv1.RouteConditionReason
+	message string
+}
+
+var (
+	// expressionName is what Kong's expressions grammar accepts after
+	// http.headers. / http.queries. (headers are written with '_' for '-').
+	headerNamePattern = regexp.MustCompile(`^[A-Za-z0-9-]+$`)
+	queryNamePattern  = regexp.MustCompile(`^[A-Za-z0-9_]+$`)
+	methodPattern     = regexp.MustCompile(`^[A-Z]+$`)
+)
+
+func (t *translation) httpRules(r *gwv1.HTTPRoute) []ruleResult {
+	out := make([]ruleResult, 0, len(r.Spec.Rules))
+	for i, rule := range r.Spec.Rules {
+		res := ruleResult{index: i}
+		res.dropped = t.checkFilters(i, rule.Filters)
+		matches := rule.Matches
+		if len(matches) == 0 {
+			matches = []gwv1.HTTPRouteMatch{{}}
+		}
+		for mi, m := range matches {
+			norm, err := t.normalizeMatch(m)
+			if err != "" && res.dropped == "" {
+				res.dropped = fmt.Sprintf("rule %s match %d: %s", ruleName(i, rule.Name), mi, err)
+			}
+			res.matches = append(res.matches, norm)
+		}
+		for bi, ref := range rule.BackendRefs {
+			if msg := t.checkFilters(i, ref.Filters); msg != "" && res.dropped == "" {
+				res.dropped = fmt.Sprintf("%s (backendRef %d)", msg, bi)
+			}
+			b, problem := t.resolveBackend(r.Namespace, kindHTTPRoute, ref.BackendRef)
+			if problem != nil {
+				res.refProblems = append(res.refProblems, *problem)
+				continue
+			}
+			if b.weight > 0 {
+				res.backends = append(res.backends, b)
+			}
+		}
+		out = append(out, res)
+	}
+	return out
+}
+
+func ruleName(i int, name *gwv1.SectionName) string {
+	if name != nil {
+		return fmt.Sprintf("%d (%s)", i, *name)
+	}
+	return fmt.Sprint(i)
+}
+
+// checkFilters refuses, by name, every filter konglet cannot put on Kong
+// yet: a rule is never served without the filters it asks for.
+func (t *translation) checkFilters(rule int, filters []gwv1.HTTPRouteFilter) string {
+	if len(filters) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("rule %d: filter %s is not supported by konglet", rule, filters[0].Type)
+}
+
+// normalizeMatch fills defaults and checks that Kong can express the match.
+func (t *translation) normalizeMatch(m gwv1.HTTPRouteMatch) (gwv1.HTTPRouteMatch, string) {
+	out := gwv1.HTTPRouteMatch{Method: m.Method}
+	path := gwv1.HTTPPathMatch{Type: ptr(gwv1.PathMatchPathPrefix), Value: ptr("/")}
+	if m.Path != nil {
+		if m.Path.Type != nil {
+			path.Type = m.Path.Type
+		}
+		if m.Path.Value != nil {
+			path.Value = m.Path.Value
+		}
+	}
+	out.Path = &path
+	switch *path.Type {
+	case gwv1.PathMatchExact, gwv1.PathMatchPathPrefix:
+		if !strings.HasPrefix(*path.Value, "/") || strings.Contains(*path.Value, "//") {
+			return out, fmt.Sprintf("path %q must start with / and contain no //", *path.Value)
+		}
+	case gwv1.PathMatchRegularExpression:
+		if _, err := regexp.Compile(*path.Value); err != nil {
+			return out, fmt.Sprintf("path regular expression %q is not valid: %v", *path.Value, err)
+		}
+		if t.snap.Kong.RouterFlavor != snapshot.RouterExpressions && (!strings.HasPrefix(*path.Value, "/") || strings.Contains(*path.Value, "|")) {
+			return out, fmt.Sprintf("path regular expression %q must start with / and use no | with router_flavor %s", *path.Value, t.snap.Kong.RouterFlavor)
+		}
+	default:
+		return out, fmt.Sprintf("path match type %q is not supported", *path.Type)
+	}
+	if m.Method != nil && !methodPattern.MatchString(string(*m.Method)) {
+		return out, fmt.Sprintf("method %q is not supported", *m.Method)
+	}
+	seen := map[string]bool{}
+	for _, h := range m.Headers {
+		// Only the first of equivalent header names counts (Gateway API).
+		name := strings.ToLower(string(h.Name))
+		if seen[name] {
+			continue
+		}
+		seen[name] = true
+		if !headerNamePattern.MatchString(name) || name == "host" {
+			return out, fmt.Sprintf("header name %q cannot be matched by Kong", h.Name)
+		}
+		if msg := checkValueMatch(h.Type, h.Value, "header"); msg != "" {
+			return out, msg
+		}
+		out.Headers = append(out.Headers, gwv1.HTTPHeaderMatch{Type: h.Type, Name: gwv1.HTTPHeaderName(name), Value: h.Value})
+	}
+	seenQ := map[string]bool{}
+	for _, q := range m.QueryParams {
+		if t.snap.Kong.RouterFlavor != snapshot.RouterExpressions {
+			return out, fmt.Sprintf("query parameter matches need Kong's expressions router (router_flavor is %s)", t.snap.Kong.RouterFlavor)
+		}
+		if seenQ[string(q.Name)] {
+			continue
+		}
+		seenQ[string(q.Name)] = true
+		if !queryNamePattern.MatchString(string(q.Name)) {
+			return out, fmt.Sprintf("query parameter name %q cannot be matched by Kong (letters, digits and _ only)", q.Name)
+		}
+		if msg := checkValueMatch((*gwv1.HeaderMatchType)(q.Type), q.Value, "query parameter"); msg != "" {
+			return out, msg
+		}
+		out.QueryParams = append(out.QueryParams, q)
+	}
+	return out, ""
+}
+
+func checkValueMatch(typ *gwv1.HeaderMatchType, value, what string) string {
+	if typ == nil || *typ == gwv1.HeaderMatchExact {
+		return ""
+	}
+	if *typ != gwv1.HeaderMatchRegularExpression {
+		return fmt.Sprintf("%s match type %q is not supported", what, *typ)
+	}
+	if _, err := regexp.Compile(value); err != nil {
+		return fmt.Sprintf("%s regular expression %q is not valid: %v", what, value, err)
+	}
+	return ""
+}
+
+// rulesVerdict is the Accepted reason when no rule of the route can be served.
+func rulesVerdict(rules []ruleResult) (reason, message string) {
+	var msgs []string
+	for _, r := range rules {
+		if r.dropped == "" {
+			return "", ""
+		}
+		msgs = append(msgs, r.dropped)
+	}
+	if len(rules) == 0 {
+		return "", ""
+	}
+	return string(gwv1.RouteReasonUnsupportedValue), joinMessages(msgs)
+}
+
+func partiallyInvalid(rules []ruleResult, gen int64) *metav1.Condition {
+	var msgs []string
+	for _, r := range rules {
+		if r.dropped != "" {
+			msgs = append(msgs, r.dropped)
+		}
+	}
+	if len(msgs) == 0 {
+		return nil
+	}
+	c := condition(string(gwv1.RouteConditionPartiallyInvalid), true, string(gwv1.RouteReasonUnsupportedValue),
+		"these rules are not served: "+joinMessages(msgs), gen)
+	return &c
+}
+
+func resolvedRefsCondition(rules []ruleResult, gen int64) metav1.Condition {
+	var reason gwv1.RouteConditionReason
+	var msgs []string
+	for _, r := range rules {
+		for _, p := range r.refProblems {
+			if reason == "" {
+				reason = p.reason
+			}
+			msgs = append(msgs, fmt.Sprintf("rule %d: %s", r.index, p.message))
+		}
+	}
+	if reason == "" {
+		return condition(string(gwv1.RouteConditionResolvedRefs), true, string(gwv1.RouteReasonResolvedRefs), "", gen)
+	}
+	return condition(string(gwv1.RouteConditionResolvedRefs), false, string(reason), joinMessages(msgs), gen)
+}

@@ -1,0 +1,101 @@
+// Package translate turns a snapshot of Gateway API objects into Kong
+// declarative configuration and the statuses konglet should write. It is
+// pure: no clock, no network, no logging, and it never modifies its input.
+package translate
+
+import (
+	"cmp"
+	"slices"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/konglet/konglet/proxy/declarative"
+	"github.com/konglet/konglet/sync/snapshot"
+)
+
+// ObjectRef names one Kubernetes object that Kong entities are built from.
+type ObjectRef struct {
+	Group     string `json:"group"`
+	Kind      string `json:"kind"`
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+}
+
+// Refusals are objects Kong refused in an earlier attempt, with Kong's
+// message: they are left out of the config and reported on themselves.
+type Refusals map[ObjectRef]string
+
+// Result is the output of one translation.
+type Result struct {
+	Config *declarative.Config
+	Status Status
+}
+
+// Status holds the desired statuses, without timestamps: the status writer
+// keeps lastTransitionTime where a condition did not change.
+type Status struct {
+	GatewayClasses map[string][]metav1.Condition
+	Gateways       map[types.NamespacedName]gwv1.GatewayStatus
+	// HTTPRoutes holds, per route, only the parent entries this controller
+	// owns; entries of other controllers are kept by the writer.
+	HTTPRoutes map[types.NamespacedName][]gwv1.RouteParentStatus
+}
+
+// Translate computes the Kong config and statuses for a snapshot. Objects
+// listed in refused are left out of the config and reported as refused.
+func Translate(s *snapshot.Snapshot, refused Refusals) Result {
+	t := &translation{
+		snap:    s,
+		refused: refused,
+		status: Status{
+			GatewayClasses: map[string][]metav1.Condition{},
+			Gateways:       map[types.NamespacedName]gwv1.GatewayStatus{},
+			HTTPRoutes:     map[types.NamespacedName][]gwv1.RouteParentStatus{},
+		},
+		upstreams: map[string]*declarative.Upstream{},
+	}
+	t.gatewayClasses()
+	t.gateways()
+	t.httpRoutes()
+	return Result{Config: t.config(), Status: t.status}
+}
+
+type translation struct {
+	snap     *snapshot.Snapshot
+	refused  Refusals
+	status   Status
+	gws      []*gateway
+	// kongRoutes are collected first and ordered at the end, because
+	// priorities depend on every route that shares a precedence class.
+	kongRoutes []*kongRoute
+	services   []*declarative.Service
+	upstreams  map[string]*declarative.Upstream
+}
+
+func (t *translation) config() *declarative.Config {
+	t.assignPriorities()
+	cfg := &declarative.Config{FormatVersion: declarative.FormatVersion}
+	slices.SortFunc(t.services, func(a, b *declarative.Service) int { return cmp.Compare(a.Name, b.Name) })
+	for _, svc := range t.services {
+		slices.SortFunc(svc.Routes, func(a, b *declarative.Route) int { return cmp.Compare(a.Name, b.Name) })
+		if len(svc.Routes) > 0 {
+			cfg.Services = append(cfg.Services, svc)
+		}
+	}
+	for _, u := range t.upstreams {
+		cfg.Upstreams = append(cfg.Upstreams, u)
+	}
+	slices.SortFunc(cfg.Upstreams, func(a, b *declarative.Upstream) int { return cmp.Compare(a.Name, b.Name) })
+	return cfg
+}
+
+// condition builds a condition without a timestamp (the writer sets it).
+func condition(typ string, ok bool, reason, message string, generation int64) metav1.Condition {
+	status := metav1.ConditionFalse
+	if ok {
+		status = metav1.ConditionTrue
+	}
+	return metav1.Condition{Type: typ, Status: status, Reason: reason, Message: message, ObservedGeneration: generation}
+}
