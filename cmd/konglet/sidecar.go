@@ -1,8 +1,176 @@
 package main
 
-import "io"
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	gwclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
+
+	"github.com/konglet/konglet/informers"
+	"github.com/konglet/konglet/proxy/admin"
+	"github.com/konglet/konglet/sync/reconcile"
+	"github.com/konglet/konglet/sync/snapshot"
+	"github.com/konglet/konglet/sync/status"
+)
+
+// config is everything `konglet run` is told, from flags or KONGLET_* env.
+type config struct {
+	gateways        namesFlag
+	publishService  nameFlag
+	controllerName  string
+	kongAdminURL    string
+	kongTimeout     time.Duration
+	kongPoll        time.Duration
+	podName         string
+	podNamespace    string
+	kubeconfig      string
+	listen          string
+	quiet, maxDelay time.Duration
+	serviceUpstream bool
+	maxConfigBytes  int
+	logLevel        string
+}
+
+func (c *config) flags(fs *flag.FlagSet) {
+	fs.Var(&c.gateways, "gateway", "bind to this Gateway, namespace/name (repeatable; required)")
+	fs.Var(&c.publishService, "publish-service", "the Service in front of Kong, namespace/name (default: the Service that selects this Pod)")
+	fs.StringVar(&c.controllerName, "controller-name", snapshot.DefaultControllerName, "the GatewayClass controllerName konglet owns")
+	fs.StringVar(&c.kongAdminURL, "kong-admin-url", "http://localhost:8001", "Kong's admin API")
+	fs.DurationVar(&c.kongTimeout, "kong-timeout", 10*time.Second, "timeout of one admin API request")
+	fs.DurationVar(&c.kongPoll, "kong-poll-interval", 500*time.Millisecond, "how often to check that Kong still holds the configuration")
+	fs.StringVar(&c.podName, "pod-name", os.Getenv("POD_NAME"), "this Pod's name (downward API; default $POD_NAME)")
+	fs.StringVar(&c.podNamespace, "pod-namespace", os.Getenv("POD_NAMESPACE"), "this Pod's namespace (downward API; default $POD_NAMESPACE)")
+	fs.StringVar(&c.kubeconfig, "kubeconfig", "", "kubeconfig file (default: in-cluster)")
+	fs.StringVar(&c.listen, "listen", ":9542", "address of /metrics, /healthz and /readyz")
+	fs.DurationVar(&c.quiet, "sync-quiet-period", 20*time.Millisecond, "sync once changes pause this long")
+	fs.DurationVar(&c.maxDelay, "sync-max-delay", 80*time.Millisecond, "but no later than this after the first change")
+	fs.BoolVar(&c.serviceUpstream, "service-upstream", false, "target Services by DNS name instead of Pod IPs (for a mesh); the Service annotation konglet.dev/upstream overrides it")
+	fs.IntVar(&c.maxConfigBytes, "max-config-bytes", 10<<20, "largest configuration sent to Kong (Kong's admin API refuses bodies above nginx_admin_client_max_body_size, 10m by default)")
+	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
+}
 
 func runSidecar(args []string, stderr io.Writer) int {
-	_, _ = args, stderr
-	return 1
+	var cfg config
+	fs := flag.NewFlagSet("konglet run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cfg.flags(fs)
+	if err := parseFlags(fs, args); err != nil {
+		return 2
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(cfg.logLevel)); err != nil {
+		fmt.Fprintln(stderr, "konglet run: --log-level:", err)
+		return 2
+	}
+	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
+	if len(cfg.gateways) == 0 {
+		log.Error("no Gateway to serve: set --gateway namespace/name (or KONGLET_GATEWAY)")
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := serve(ctx, cfg, log); err != nil {
+		log.Error("konglet stopped", "error", err.Error())
+		return 1
+	}
+	return 0
+}
+
+func serve(ctx context.Context, cfg config, log *slog.Logger) error {
+	restConfig, err := restConfig(cfg.kubeconfig)
+	if err != nil {
+		return err
+	}
+	kube, err := kubernetes.NewForConfig(restConfig)
+	if err != nil {
+		return err
+	}
+	gw, err := gwclient.NewForConfig(restConfig)
+	if err != nil {
+		return err
+	}
+	kong, err := admin.New(cfg.kongAdminURL, cfg.kongTimeout)
+	if err != nil {
+		return err
+	}
+	scope := informers.Scope{
+		Gateways:       cfg.gateways,
+		PodNamespace:   cfg.podNamespace,
+		PodName:        cfg.podName,
+		PublishService: types.NamespacedName(cfg.publishService),
+	}
+	cache, err := informers.New(kube, gw, scope, informers.NewTrigger(cfg.quiet, cfg.maxDelay))
+	if err != nil {
+		return err
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	writer := status.NewWriter(gw, cfg.gateways, time.Now)
+	loop := reconcile.New(cache, kong, writer, log, reconcile.NewMetrics(reg), reconcile.Options{
+		ControllerName:   cfg.controllerName,
+		ServiceUpstream:  cfg.serviceUpstream,
+		KongPollInterval: cfg.kongPoll,
+		MaxConfigBytes:   cfg.maxConfigBytes,
+	})
+
+	srv := &http.Server{Addr: cfg.listen, Handler: handler(reg, loop.Ready), ReadHeaderTimeout: 5 * time.Second}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.ListenAndServe() }()
+	defer func() {
+		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(shutdown)
+	}()
+
+	log.Info("konglet starting", "version", version, "scope", scope.String(), "kong", cfg.kongAdminURL)
+	cache.Start(ctx)
+	loopErr := make(chan error, 1)
+	go func() { loopErr <- loop.Run(ctx) }()
+	select {
+	case err := <-serveErr:
+		return fmt.Errorf("serving %s: %w", cfg.listen, err)
+	case err := <-loopErr:
+		return err
+	}
+}
+
+func handler(reg *prometheus.Registry, ready func() bool) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !ready() {
+			http.Error(w, "Kong has not loaded a configuration from konglet yet", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = io.WriteString(w, "ok\n")
+	})
+	return mux
+}
+
+func restConfig(kubeconfig string) (*rest.Config, error) {
+	if kubeconfig != "" {
+		return clientcmd.BuildConfigFromFlags("", kubeconfig)
+	}
+	c, err := rest.InClusterConfig()
+	if errors.Is(err, rest.ErrNotInCluster) {
+		return nil, errors.New("not in a cluster: set --kubeconfig")
+	}
+	return c, err
 }

@@ -52,6 +52,9 @@ func (t *translation) resolveBackend(fromNamespace string, fromKind gwv1.Kind, r
 	if svc == nil {
 		return backend{}, &refProblem{gwv1.RouteReasonBackendNotFound, fmt.Sprintf("Service %s/%s not found", ns, ref.Name)}
 	}
+	if refusal, ok := t.refused[ObjectRef{"", kindService, ns, string(ref.Name)}]; ok {
+		return backend{}, &refProblem{gwv1.RouteReasonBackendNotFound, fmt.Sprintf("Kong refused Service %s/%s: %s", ns, ref.Name, refusal)}
+	}
 	if ref.Port == nil {
 		return backend{}, &refProblem{gwv1.RouteReasonUnsupportedValue, fmt.Sprintf("backendRef to Service %s/%s needs a port", ns, ref.Name)}
 	}
@@ -100,12 +103,10 @@ func (t *translation) upstreamFor(backends []backend) string {
 	if _, ok := t.upstreams[name]; ok {
 		return name
 	}
-	u := &declarative.Upstream{ID: declarative.ID("upstream", name), Name: name}
-	if len(backends) == 1 {
-		// A weighted upstream is named after no single Service; Kong's errors
-		// about it are traced through the routes that use it.
-		u.Tags = routeTags(kindService, backends[0].service.ObjectMeta, "core")
-	}
+	// Kong's errors about an upstream or a target are traced back through
+	// these tags: a target to its Service, an upstream to its first one.
+	u := &declarative.Upstream{ID: declarative.ID("upstream", name), Name: name,
+		Tags: objectTags(kindService, backends[0].service.ObjectMeta, "")}
 	u.Targets = t.targets(name, backends)
 	t.upstreams[name] = u
 	return name
@@ -136,6 +137,7 @@ func (t *translation) targets(upstream string, backends []backend) []*declarativ
 	type share struct {
 		addrs  []string
 		weight float64
+		tags   []string
 	}
 	shares := make([]share, 0, len(backends))
 	most := 0.0
@@ -146,9 +148,10 @@ func (t *translation) targets(upstream string, backends []backend) []*declarativ
 		}
 		w := float64(b.weight) / float64(len(addrs))
 		most = max(most, w)
-		shares = append(shares, share{addrs, w})
+		shares = append(shares, share{addrs, w, objectTags(kindService, b.service.ObjectMeta, "")})
 	}
 	weights := map[string]int{}
+	tags := map[string][]string{}
 	for _, s := range shares {
 		w := 100
 		if len(shares) > 1 {
@@ -157,11 +160,14 @@ func (t *translation) targets(upstream string, backends []backend) []*declarativ
 		for _, a := range s.addrs {
 			// One Pod behind two Services is one target: Kong refuses duplicates.
 			weights[a] = min(weights[a]+w, math.MaxUint16)
+			if tags[a] == nil {
+				tags[a] = s.tags
+			}
 		}
 	}
 	out := make([]*declarative.Target, 0, len(weights))
 	for a, w := range weights {
-		out = append(out, &declarative.Target{ID: declarative.ID("target", upstream+"/"+a), Target: a, Weight: w})
+		out = append(out, &declarative.Target{ID: declarative.ID("target", upstream+"/"+a), Target: a, Weight: w, Tags: tags[a]})
 	}
 	slices.SortFunc(out, func(a, b *declarative.Target) int { return cmp.Compare(a.Target, b.Target) })
 	return out

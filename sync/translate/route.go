@@ -196,8 +196,11 @@ func (t *translation) namespaceAllowed(l *listener, ns string) bool {
 	return false
 }
 
-// routeTags point a Kong entity back at the Kubernetes object behind it.
-func routeTags(kind string, meta metav1.ObjectMeta, group string) []string {
+// objectTags point a Kong entity back at the Kubernetes object behind it.
+func objectTags(kind string, meta metav1.ObjectMeta, group string) []string {
+	if group == "" {
+		group = "core"
+	}
 	tags := []string{
 		"k8s-name:" + meta.Name,
 		"k8s-namespace:" + meta.Namespace,
@@ -213,7 +216,7 @@ func routeTags(kind string, meta metav1.ObjectMeta, group string) []string {
 
 // emitHTTPRoute adds the Kong service and routes of every servable rule.
 func (t *translation) emitHTTPRoute(r *gwv1.HTTPRoute, rules []ruleResult, where attachment) {
-	tags := routeTags(kindHTTPRoute, r.ObjectMeta, gwv1.GroupName)
+	tags := objectTags(kindHTTPRoute, r.ObjectMeta, gwv1.GroupName)
 	hosts := make([]string, 0, len(where))
 	for h := range where {
 		hosts = append(hosts, h)
@@ -278,4 +281,26 @@ func hostList(where map[gwv1.PortNumber]string) (ports []int, protocols []string
 
 func joinMessages(msgs []string) string {
 	return strings.Join(msgs, "; ")
+}
+
+// RefFromTags reads back the object that objectTags named.
+func RefFromTags(tags []string) (ObjectRef, bool) {
+	var ref ObjectRef
+	for _, tag := range tags {
+		key, value, _ := strings.Cut(tag, ":")
+		switch key {
+		case "k8s-name":
+			ref.Name = value
+		case "k8s-namespace":
+			ref.Namespace = value
+		case "k8s-kind":
+			ref.Kind = value
+		case "k8s-group":
+			ref.Group = value
+		}
+	}
+	if ref.Group == "core" {
+		ref.Group = ""
+	}
+	return ref, ref.Kind != "" && ref.Name != ""
 }

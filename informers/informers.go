@@ -1,0 +1,316 @@
+// Package informers watches, with client-go informers, the objects that the
+// bound Gateways can use, and tells the sync loop when any of them changes.
+package informers
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	kubeinformers "k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	discoverylisters "k8s.io/client-go/listers/discovery/v1"
+	"k8s.io/client-go/tools/cache"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gwclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
+	gwinformers "sigs.k8s.io/gateway-api/pkg/client/informers/externalversions"
+	gwlisters "sigs.k8s.io/gateway-api/pkg/client/listers/apis/v1"
+
+	"github.com/konglet/konglet/sync/snapshot"
+)
+
+// Scope says which objects are watched.
+type Scope struct {
+	Gateways       []types.NamespacedName
+	PodNamespace   string
+	PodName        string
+	PublishService types.NamespacedName // empty: the Service that selects the Pod
+}
+
+// Cache holds the watched objects and notifies Trigger on every change.
+type Cache struct {
+	Trigger *Trigger
+	scope   Scope
+
+	factories   []interface{ Start(<-chan struct{}) }
+	synced      []cache.InformerSynced
+	classes     gwlisters.GatewayClassLister
+	gateways    []gwlisters.GatewayLister
+	httpRoutes  gwlisters.HTTPRouteLister
+	grants      gwlisters.ReferenceGrantLister
+	services    corelisters.ServiceLister
+	slices      discoverylisters.EndpointSliceLister
+	namespaces  corelisters.NamespaceLister
+	secrets     corelisters.SecretLister
+	pods        corelisters.PodLister
+	hasPodScope bool
+}
+
+// New sets up the informers; Start runs them.
+func New(kube kubernetes.Interface, gw gwclient.Interface, scope Scope, trigger *Trigger) (*Cache, error) {
+	c := &Cache{Trigger: trigger, scope: scope}
+	transform := kubeinformers.WithTransform(dropManagedFields)
+	gwTransform := gwinformers.WithTransform(dropManagedFields)
+
+	core := kubeinformers.NewSharedInformerFactoryWithOptions(kube, resyncNever, transform)
+	c.services = core.Core().V1().Services().Lister()
+	c.slices = core.Discovery().V1().EndpointSlices().Lister()
+	c.namespaces = core.Core().V1().Namespaces().Lister()
+	if err := c.watch(core.Core().V1().Services().Informer(), core.Discovery().V1().EndpointSlices().Informer(),
+		core.Core().V1().Namespaces().Informer()); err != nil {
+		return nil, err
+	}
+	// Only TLS Secrets are cached (DESIGN decision 8): the field selector
+	// keeps every other Secret out of memory.
+	secrets := kubeinformers.NewSharedInformerFactoryWithOptions(kube, resyncNever, transform,
+		kubeinformers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("type", string(corev1.SecretTypeTLS)).String()
+		}))
+	c.secrets = secrets.Core().V1().Secrets().Lister()
+	if err := c.watch(secrets.Core().V1().Secrets().Informer()); err != nil {
+		return nil, err
+	}
+	c.factories = append(c.factories, core, secrets)
+	if scope.PodName != "" && scope.PodNamespace != "" {
+		pods := kubeinformers.NewSharedInformerFactoryWithOptions(kube, resyncNever, transform, kubeinformers.WithNamespace(scope.PodNamespace),
+			kubeinformers.WithTweakListOptions(func(o *metav1.ListOptions) {
+				o.FieldSelector = fields.OneTermEqualSelector("metadata.name", scope.PodName).String()
+			}))
+		c.pods = pods.Core().V1().Pods().Lister()
+		c.hasPodScope = true
+		if err := c.watch(pods.Core().V1().Pods().Informer()); err != nil {
+			return nil, err
+		}
+		c.factories = append(c.factories, pods)
+	}
+
+	all := gwinformers.NewSharedInformerFactoryWithOptions(gw, resyncNever, gwTransform)
+	v1 := all.Gateway().V1()
+	c.classes = v1.GatewayClasses().Lister()
+	c.httpRoutes = v1.HTTPRoutes().Lister()
+	c.grants = v1.ReferenceGrants().Lister()
+	if err := c.watch(v1.GatewayClasses().Informer(), v1.HTTPRoutes().Informer(), v1.ReferenceGrants().Informer()); err != nil {
+		return nil, err
+	}
+	c.factories = append(c.factories, all)
+	// Each bound Gateway is watched by name: konglet never caches the
+	// Gateways of other proxies.
+	for _, g := range scope.Gateways {
+		f := gwinformers.NewSharedInformerFactoryWithOptions(gw, resyncNever, gwTransform, gwinformers.WithNamespace(g.Namespace),
+			gwinformers.WithTweakListOptions(func(o *metav1.ListOptions) {
+				o.FieldSelector = fields.OneTermEqualSelector("metadata.name", g.Name).String()
+			}))
+		c.gateways = append(c.gateways, f.Gateway().V1().Gateways().Lister())
+		if err := c.watch(f.Gateway().V1().Gateways().Informer()); err != nil {
+			return nil, err
+		}
+		c.factories = append(c.factories, f)
+	}
+	return c, nil
+}
+
+func (c *Cache) watch(informers ...cache.SharedIndexInformer) error {
+	for _, inf := range informers {
+		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(any) { c.Trigger.Notify() },
+			UpdateFunc: c.onUpdate,
+			DeleteFunc: func(any) { c.Trigger.Notify() },
+		}); err != nil {
+			return err
+		}
+		c.synced = append(c.synced, inf.HasSynced)
+	}
+	return nil
+}
+
+// onUpdate skips what cannot change the translation: resyncs, and status-only
+// writes to Gateway API objects (ours included) whose generation is unchanged.
+func (c *Cache) onUpdate(oldObj, newObj any) {
+	o, err1 := meta.Accessor(oldObj)
+	n, err2 := meta.Accessor(newObj)
+	if err1 == nil && err2 == nil {
+		if o.GetResourceVersion() == n.GetResourceVersion() {
+			return
+		}
+		if isGatewayAPI(newObj) && o.GetGeneration() == n.GetGeneration() && o.GetGeneration() != 0 &&
+			labels.Equals(o.GetLabels(), n.GetLabels()) && o.GetDeletionTimestamp().Equal(n.GetDeletionTimestamp()) {
+			return
+		}
+	}
+	c.Trigger.Notify()
+}
+
+func isGatewayAPI(obj any) bool {
+	switch obj.(type) {
+	case *gwv1.Gateway, *gwv1.GatewayClass, *gwv1.HTTPRoute, *gwv1.ReferenceGrant:
+		return true
+	}
+	return false
+}
+
+// dropManagedFields keeps managedFields out of the cache: konglet never reads
+// them and they are often the largest part of an object.
+func dropManagedFields(obj any) (any, error) {
+	if m, err := meta.Accessor(obj); err == nil {
+		m.SetManagedFields(nil)
+	}
+	return obj, nil
+}
+
+// Start runs the informers until ctx ends.
+func (c *Cache) Start(ctx context.Context) {
+	for _, f := range c.factories {
+		f.Start(ctx.Done())
+	}
+}
+
+// WaitForSync blocks until every cache has synced (true) or ctx ends.
+func (c *Cache) WaitForSync(ctx context.Context) bool {
+	return cache.WaitForCacheSync(ctx.Done(), c.synced...)
+}
+
+// Synced tells whether every cache has synced.
+func (c *Cache) Synced() bool {
+	for _, s := range c.synced {
+		if !s() {
+			return false
+		}
+	}
+	return true
+}
+
+// Snapshot is a read-only view of the caches. The objects are the cache's
+// own: the translation must not modify them (and does not).
+func (c *Cache) Snapshot(controller string, kong snapshot.Kong, serviceUpstream bool) (*snapshot.Snapshot, error) {
+	s := &snapshot.Snapshot{
+		ControllerName:  controller,
+		GatewayClasses:  map[string]*gwv1.GatewayClass{},
+		Services:        map[types.NamespacedName]*corev1.Service{},
+		EndpointSlices:  map[types.NamespacedName][]*discoveryv1.EndpointSlice{},
+		Namespaces:      map[string]*corev1.Namespace{},
+		Secrets:         map[types.NamespacedName]*corev1.Secret{},
+		Kong:            kong,
+		ServiceUpstream: serviceUpstream,
+	}
+	everything := labels.Everything()
+	classes, err := c.classes.List(everything)
+	if err != nil {
+		return nil, err
+	}
+	for _, gc := range classes {
+		s.GatewayClasses[gc.Name] = gc
+	}
+	for i, l := range c.gateways {
+		g, err := l.Gateways(c.scope.Gateways[i].Namespace).Get(c.scope.Gateways[i].Name)
+		if err == nil {
+			s.Gateways = append(s.Gateways, g)
+		}
+	}
+	if s.HTTPRoutes, err = c.httpRoutes.List(everything); err != nil {
+		return nil, err
+	}
+	if s.ReferenceGrants, err = c.grants.List(everything); err != nil {
+		return nil, err
+	}
+	services, err := c.services.List(everything)
+	if err != nil {
+		return nil, err
+	}
+	for _, svc := range services {
+		s.Services[types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}] = svc
+	}
+	endpointSlices, err := c.slices.List(everything)
+	if err != nil {
+		return nil, err
+	}
+	for _, es := range endpointSlices {
+		key := types.NamespacedName{Namespace: es.Namespace, Name: es.Labels[discoveryv1.LabelServiceName]}
+		s.EndpointSlices[key] = append(s.EndpointSlices[key], es)
+	}
+	namespaces, err := c.namespaces.List(everything)
+	if err != nil {
+		return nil, err
+	}
+	for _, ns := range namespaces {
+		s.Namespaces[ns.Name] = ns
+	}
+	secrets, err := c.secrets.List(everything)
+	if err != nil {
+		return nil, err
+	}
+	for _, sec := range secrets {
+		s.Secrets[types.NamespacedName{Namespace: sec.Namespace, Name: sec.Name}] = sec
+	}
+	if c.hasPodScope {
+		if pod, err := c.pods.Pods(c.scope.PodNamespace).Get(c.scope.PodName); err == nil {
+			s.Pod = pod
+		}
+	}
+	s.PublishService = c.publishService(s)
+	return s, nil
+}
+
+// publishService is the configured Service, else the one in the Pod's
+// namespace that selects the Pod (preferring a LoadBalancer, then a name
+// with "proxy" in it, then the first by name).
+func (c *Cache) publishService(s *snapshot.Snapshot) *corev1.Service {
+	if c.scope.PublishService.Name != "" {
+		return s.Services[c.scope.PublishService]
+	}
+	if s.Pod == nil {
+		return nil
+	}
+	var candidates []*corev1.Service
+	for key, svc := range s.Services {
+		if key.Namespace == s.Pod.Namespace && len(svc.Spec.Selector) > 0 &&
+			labels.SelectorFromSet(svc.Spec.Selector).Matches(labels.Set(s.Pod.Labels)) {
+			candidates = append(candidates, svc)
+		}
+	}
+	if len(candidates) == 0 {
+		return nil
+	}
+	score := func(svc *corev1.Service) int {
+		n := 0
+		if svc.Spec.Type == corev1.ServiceTypeLoadBalancer {
+			n += 2
+		}
+		if strings.Contains(svc.Name, "proxy") {
+			n++
+		}
+		return n
+	}
+	slices.SortFunc(candidates, func(a, b *corev1.Service) int {
+		if d := score(b) - score(a); d != 0 {
+			return d
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	return candidates[0]
+}
+
+// String describes the scope for logs.
+func (s Scope) String() string {
+	return fmt.Sprintf("gateways=%v pod=%s/%s", s.Gateways, s.PodNamespace, s.PodName)
+}
+
+// resyncNever: every change arrives as an event; a periodic full resync would
+// only cost CPU.
+const resyncNever time.Duration = 0
+
+// Notify asks for a sync (for example after a failure, or when Kong lost
+// its configuration).
+func (c *Cache) Notify() { c.Trigger.Notify() }
+
+// Wait blocks until the next coalesced batch of changes.
+func (c *Cache) Wait(ctx context.Context) error { return c.Trigger.Wait(ctx) }

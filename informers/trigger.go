@@ -1,0 +1,51 @@
+package informers
+
+import (
+	"context"
+	"time"
+)
+
+// Trigger coalesces bursts of change notifications into one sync: a sync
+// starts once no change arrived for the quiet period, or at the latest
+// maxDelay after the first change of the burst.
+type Trigger struct {
+	quiet, maxDelay time.Duration
+	notify          chan struct{}
+}
+
+// NewTrigger returns a trigger with the given quiet period and upper bound.
+func NewTrigger(quiet, maxDelay time.Duration) *Trigger {
+	return &Trigger{quiet: quiet, maxDelay: max(maxDelay, quiet), notify: make(chan struct{}, 1)}
+}
+
+// Notify records that something changed. It never blocks.
+func (t *Trigger) Notify() {
+	select {
+	case t.notify <- struct{}{}:
+	default:
+	}
+}
+
+// Wait blocks until a burst of changes is complete (or ctx ends, returning
+// its error). A change that arrives during the sync that follows is kept
+// for the next Wait.
+func (t *Trigger) Wait(ctx context.Context) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.notify:
+	}
+	deadline := time.Now().Add(t.maxDelay)
+	timer := time.NewTimer(t.quiet)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-timer.C:
+			return nil
+		case <-t.notify:
+			timer.Reset(min(t.quiet, time.Until(deadline)))
+		}
+	}
+}

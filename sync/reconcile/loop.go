@@ -1,0 +1,290 @@
+// Package reconcile is konglet's sync loop: on every coalesced change it
+// translates a snapshot of the caches, loads the result into the local Kong
+// and writes the statuses.
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync/atomic"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/konglet/konglet/proxy/admin"
+	"github.com/konglet/konglet/proxy/declarative"
+	"github.com/konglet/konglet/sync/snapshot"
+	"github.com/konglet/konglet/sync/status"
+	"github.com/konglet/konglet/sync/translate"
+)
+
+// Kong is the admin API of the local Kong.
+type Kong interface {
+	Info(ctx context.Context) (admin.Info, error)
+	ConfigHash(ctx context.Context) (string, error)
+	Load(ctx context.Context, document []byte) error
+}
+
+// Cache is the informer cache the loop reads.
+type Cache interface {
+	WaitForSync(ctx context.Context) bool
+	Snapshot(controller string, kong snapshot.Kong, serviceUpstream bool) (*snapshot.Snapshot, error)
+	Notify()
+	Wait(ctx context.Context) error
+}
+
+// StatusWriter writes statuses; nil-able behaviour (a replica that does not
+// lead) is decided by the writer itself.
+type StatusWriter interface {
+	Write(ctx context.Context, snap *snapshot.Snapshot, desired translate.Status) (status.Result, error)
+}
+
+// Options tune the loop.
+type Options struct {
+	ControllerName  string
+	ServiceUpstream bool
+	// KongPollInterval is how often Kong's configuration hash is checked, to
+	// load again at once after Kong restarts.
+	KongPollInterval time.Duration
+	// MinBackoff and MaxBackoff bound the retry delay after a failure.
+	MinBackoff, MaxBackoff time.Duration
+	// MaxConfigBytes refuses to send a larger document (0: no limit).
+	MaxConfigBytes int
+}
+
+// Loop is the sync loop. Create it with New.
+type Loop struct {
+	cache   Cache
+	kong    Kong
+	status  StatusWriter
+	log     *slog.Logger
+	metrics *Metrics
+	opts    Options
+	now     func() time.Time
+
+	ready      atomic.Bool
+	loadedHash atomic.Value // string: the hash Kong confirmed last
+	refusals   refusals
+	failures   int
+}
+
+// New returns a loop.
+func New(cache Cache, kong Kong, writer StatusWriter, log *slog.Logger, metrics *Metrics, opts Options) *Loop {
+	if opts.KongPollInterval <= 0 {
+		opts.KongPollInterval = time.Second
+	}
+	if opts.MinBackoff <= 0 {
+		opts.MinBackoff = 100 * time.Millisecond
+	}
+	if opts.MaxBackoff < opts.MinBackoff {
+		opts.MaxBackoff = 30 * time.Second
+	}
+	l := &Loop{cache: cache, kong: kong, status: writer, log: log, metrics: metrics, opts: opts, now: time.Now, refusals: refusals{}}
+	l.loadedHash.Store("")
+	return l
+}
+
+// Ready tells whether Kong has loaded a configuration from this konglet.
+func (l *Loop) Ready() bool { return l.ready.Load() }
+
+// Run syncs until ctx ends. Nothing is pushed before the caches have synced,
+// so Kong never receives a configuration built from a partial view.
+func (l *Loop) Run(ctx context.Context) error {
+	if !l.cache.WaitForSync(ctx) {
+		return ctx.Err()
+	}
+	l.log.Info("caches synced")
+	go l.watchKong(ctx)
+	l.cache.Notify()
+	for {
+		if err := l.cache.Wait(ctx); err != nil {
+			return nil
+		}
+		err := l.Sync(ctx)
+		if err == nil {
+			l.failures = 0
+			continue
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		delay := l.backoff(err)
+		l.log.Warn("sync failed; retrying", "error", err.Error(), "retry_in", delay.String())
+		time.AfterFunc(delay, l.cache.Notify)
+	}
+}
+
+// backoff is capped exponential with jitter, or Kong's Retry-After.
+func (l *Loop) backoff(err error) time.Duration {
+	l.failures++
+	var le *admin.LoadError
+	if errors.As(err, &le) && le.RetryAfter > 0 {
+		return le.RetryAfter
+	}
+	d := l.opts.MinBackoff << min(l.failures-1, 20)
+	d = min(d, l.opts.MaxBackoff)
+	return d/2 + rand.N(d/2+1)
+}
+
+// watchKong polls Kong's configuration hash: a Kong that restarted (zero
+// hash) or holds another configuration gets ours again without waiting
+// for a cluster change.
+func (l *Loop) watchKong(ctx context.Context) {
+	t := time.NewTicker(l.opts.KongPollInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		want := l.loadedHash.Load().(string)
+		if want == "" {
+			continue
+		}
+		got, err := l.kong.ConfigHash(ctx)
+		if err != nil {
+			l.metrics.kongReachable.Set(0)
+			continue
+		}
+		l.metrics.kongReachable.Set(1)
+		if got != want {
+			l.log.Warn("Kong does not hold konglet's configuration (restarted?); loading it again", "kong_hash", got, "want_hash", want)
+			l.metrics.kongRestarts.Inc()
+			l.loadedHash.Store("")
+			l.cache.Notify()
+		}
+	}
+}
+
+// maxRefusalRounds bounds how often one sync rebuilds the configuration
+// after Kong refused entities.
+const maxRefusalRounds = 5
+
+// Sync runs one translation, load and status write.
+func (l *Loop) Sync(ctx context.Context) error {
+	start := l.now()
+	defer func() { l.metrics.syncDuration.Observe(l.now().Sub(start).Seconds()) }()
+	info, err := l.kong.Info(ctx)
+	if err != nil {
+		l.metrics.kongReachable.Set(0)
+		l.metrics.pushes.WithLabelValues(pushFailed).Inc()
+		return fmt.Errorf("reading Kong's GET /: %w", err)
+	}
+	l.metrics.kongReachable.Set(1)
+	snap, err := l.cache.Snapshot(l.opts.ControllerName, kongFromInfo(info), l.opts.ServiceUpstream)
+	if err != nil {
+		return err
+	}
+	l.refusals.forgetChanged(snap)
+	var result translate.Result
+	var loadErr error
+	for round := 0; ; round++ {
+		result = translate.Translate(snap, l.refusals.forTranslation())
+		loadErr = l.load(ctx, result.Config)
+		le, refused := admin.IsRefusal(loadErr)
+		if !refused || round == maxRefusalRounds {
+			break
+		}
+		if !l.refusals.add(snap, le.Entities) {
+			break // nothing we can trace back to an object: do not loop
+		}
+		l.log.Warn("Kong refused objects; loading the configuration without them", "objects", l.refusals.describe())
+	}
+	l.metrics.refused.Set(float64(len(l.refusals)))
+	if loadErr != nil {
+		markNotProgrammed(&result.Status, loadErr)
+	}
+	if l.status != nil {
+		res, err := l.status.Write(ctx, snap, result.Status)
+		l.metrics.statusWrites.Add(float64(res.Writes))
+		if err != nil {
+			l.metrics.statusFailures.Inc()
+			l.log.Error("writing statuses", "error", err.Error())
+			if loadErr == nil {
+				loadErr = err
+			}
+		}
+	}
+	return loadErr
+}
+
+// load sends the configuration unless Kong already holds it.
+func (l *Loop) load(ctx context.Context, cfg *declarative.Config) error {
+	doc, err := declarative.Marshal(cfg)
+	if err != nil {
+		return err
+	}
+	hash := declarative.Hash(doc)
+	l.metrics.configBytes.Set(float64(len(doc)))
+	l.metrics.kongRoutes.Set(float64(countRoutes(cfg)))
+	if l.opts.MaxConfigBytes > 0 && len(doc) > l.opts.MaxConfigBytes {
+		l.metrics.pushes.WithLabelValues(pushFailed).Inc()
+		return fmt.Errorf("the configuration is %d bytes, above the limit of %d bytes: raise --max-config-bytes (and Kong's nginx_admin_client_max_body_size)", len(doc), l.opts.MaxConfigBytes)
+	}
+	if hash == l.loadedHash.Load().(string) {
+		if current, err := l.kong.ConfigHash(ctx); err == nil && current == hash {
+			l.metrics.pushes.WithLabelValues(pushUnchanged).Inc()
+			return nil
+		}
+	}
+	if err := l.kong.Load(ctx, doc); err != nil {
+		result := pushFailed
+		if _, refused := admin.IsRefusal(err); refused {
+			result = pushRefused
+		}
+		l.metrics.pushes.WithLabelValues(result).Inc()
+		return err
+	}
+	l.loadedHash.Store(hash)
+	l.ready.Store(true)
+	l.metrics.pushes.WithLabelValues(pushLoaded).Inc()
+	l.metrics.lastSuccess.Set(float64(l.now().Unix()))
+	l.log.Info("Kong loaded the configuration", "hash", hash, "bytes", len(doc), "routes", countRoutes(cfg))
+	return nil
+}
+
+func countRoutes(cfg *declarative.Config) int {
+	n := 0
+	for _, s := range cfg.Services {
+		n += len(s.Routes)
+	}
+	return n
+}
+
+// markNotProgrammed tells on every Gateway that Kong does not run the
+// current configuration, and why.
+func markNotProgrammed(st *translate.Status, err error) {
+	for key, g := range st.Gateways {
+		for i, c := range g.Conditions {
+			if c.Type == string(gwv1.GatewayConditionProgrammed) && c.Status == metav1.ConditionTrue {
+				g.Conditions[i].Status = metav1.ConditionFalse
+				g.Conditions[i].Reason = string(gwv1.GatewayReasonPending)
+				g.Conditions[i].Message = "Kong has not loaded the current configuration: " + err.Error()
+			}
+		}
+		st.Gateways[key] = g
+	}
+}
+
+func kongFromInfo(info admin.Info) snapshot.Kong {
+	k := snapshot.Kong{
+		Version:        info.Version,
+		RouterFlavor:   info.RouterFlavor,
+		PortMaps:       info.PortMaps,
+		EnabledPlugins: info.EnabledPlugins,
+		PluginsKnown:   true,
+		NodeID:         info.NodeID,
+	}
+	for _, l := range info.ProxyListeners {
+		k.ProxyListens = append(k.ProxyListens, snapshot.Listen{Port: l.Port, SSL: l.SSL, HTTP2: l.HTTP2})
+	}
+	for _, l := range info.StreamListeners {
+		k.StreamListens = append(k.StreamListens, snapshot.Listen{Port: l.Port, SSL: l.SSL})
+	}
+	return k
+}

@@ -1,0 +1,237 @@
+// Package status writes the statuses a translation wants onto the Gateway
+// API objects: only when something changed, keeping lastTransitionTime of
+// conditions that did not change and the status.parents entries of others.
+package status
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gwclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
+
+	"github.com/konglet/konglet/sync/snapshot"
+	"github.com/konglet/konglet/sync/translate"
+)
+
+// Writer writes statuses through the API server.
+type Writer struct {
+	client gwclient.Interface
+	// bound are the Gateways this konglet serves: route parent entries that
+	// point at them and carry our controllerName are ours to write or remove.
+	bound []types.NamespacedName
+	now   func() time.Time
+}
+
+// NewWriter returns a writer; now is the clock for lastTransitionTime.
+func NewWriter(client gwclient.Interface, bound []types.NamespacedName, now func() time.Time) *Writer {
+	return &Writer{client: client, bound: bound, now: now}
+}
+
+// Result counts what one Write did.
+type Result struct {
+	Writes int
+}
+
+// Write brings every object of the snapshot to the desired status. The
+// snapshot's objects are the current state; they are copied, never changed.
+func (w *Writer) Write(ctx context.Context, snap *snapshot.Snapshot, desired translate.Status) (Result, error) {
+	var res Result
+	var errs []error
+	now := metav1.NewTime(w.now().Truncate(time.Second))
+	for name, conds := range desired.GatewayClasses {
+		current := snap.GatewayClasses[name]
+		if current == nil {
+			continue
+		}
+		wrote, err := w.writeGatewayClass(ctx, current, conds, now)
+		res.add(wrote)
+		errs = append(errs, err)
+	}
+	for _, current := range snap.Gateways {
+		want, ok := desired.Gateways[types.NamespacedName{Namespace: current.Namespace, Name: current.Name}]
+		if !ok {
+			continue
+		}
+		wrote, err := w.writeGateway(ctx, current, want, now)
+		res.add(wrote)
+		errs = append(errs, err)
+	}
+	for _, current := range snap.HTTPRoutes {
+		want := desired.HTTPRoutes[types.NamespacedName{Namespace: current.Namespace, Name: current.Name}]
+		wrote, err := w.writeHTTPRoute(ctx, current, want, snap.ControllerName, now)
+		res.add(wrote)
+		errs = append(errs, err)
+	}
+	return res, errors.Join(errs...)
+}
+
+func (r *Result) add(wrote bool) {
+	if wrote {
+		r.Writes++
+	}
+}
+
+// update retries a status write on conflict, reading the object again from
+// the API server: another writer may have changed other parts of its status.
+func update[T any](ctx context.Context, first *T, get func(context.Context) (*T, error), merge func(*T) (*T, bool), put func(context.Context, *T) error) (bool, error) {
+	current := first
+	wrote := false
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if current == nil {
+			var err error
+			if current, err = get(ctx); err != nil {
+				return err
+			}
+		}
+		next, changed := merge(current)
+		current = nil
+		if !changed {
+			return nil
+		}
+		if err := put(ctx, next); err != nil {
+			return err
+		}
+		wrote = true
+		return nil
+	})
+	if apierrors.IsNotFound(err) {
+		return wrote, nil
+	}
+	return wrote, err
+}
+
+func (w *Writer) writeGatewayClass(ctx context.Context, current *gwv1.GatewayClass, want []metav1.Condition, now metav1.Time) (bool, error) {
+	api := w.client.GatewayV1().GatewayClasses()
+	return update(ctx, current,
+		func(ctx context.Context) (*gwv1.GatewayClass, error) { return api.Get(ctx, current.Name, metav1.GetOptions{}) },
+		func(c *gwv1.GatewayClass) (*gwv1.GatewayClass, bool) {
+			next := c.DeepCopy()
+			next.Status.Conditions = mergeConditions(c.Status.Conditions, want, now)
+			return next, !equality.Semantic.DeepEqual(c.Status, next.Status)
+		},
+		func(ctx context.Context, c *gwv1.GatewayClass) error {
+			_, err := api.UpdateStatus(ctx, c, metav1.UpdateOptions{})
+			return wrapErr("GatewayClass", c.Namespace, c.Name, err)
+		})
+}
+
+func (w *Writer) writeGateway(ctx context.Context, current *gwv1.Gateway, want gwv1.GatewayStatus, now metav1.Time) (bool, error) {
+	api := w.client.GatewayV1().Gateways(current.Namespace)
+	return update(ctx, current,
+		func(ctx context.Context) (*gwv1.Gateway, error) { return api.Get(ctx, current.Name, metav1.GetOptions{}) },
+		func(g *gwv1.Gateway) (*gwv1.Gateway, bool) {
+			next := g.DeepCopy()
+			next.Status.Addresses = want.Addresses
+			next.Status.Conditions = mergeConditions(g.Status.Conditions, want.Conditions, now)
+			listeners := make([]gwv1.ListenerStatus, 0, len(want.Listeners))
+			for _, l := range want.Listeners {
+				var old []metav1.Condition
+				for _, o := range g.Status.Listeners {
+					if o.Name == l.Name {
+						old = o.Conditions
+					}
+				}
+				l.Conditions = mergeConditions(old, l.Conditions, now)
+				listeners = append(listeners, l)
+			}
+			next.Status.Listeners = listeners
+			return next, !equality.Semantic.DeepEqual(g.Status, next.Status)
+		},
+		func(ctx context.Context, g *gwv1.Gateway) error {
+			_, err := api.UpdateStatus(ctx, g, metav1.UpdateOptions{})
+			return wrapErr("Gateway", g.Namespace, g.Name, err)
+		})
+}
+
+func (w *Writer) writeHTTPRoute(ctx context.Context, current *gwv1.HTTPRoute, want []gwv1.RouteParentStatus, controller string, now metav1.Time) (bool, error) {
+	api := w.client.GatewayV1().HTTPRoutes(current.Namespace)
+	return update(ctx, current,
+		func(ctx context.Context) (*gwv1.HTTPRoute, error) { return api.Get(ctx, current.Name, metav1.GetOptions{}) },
+		func(r *gwv1.HTTPRoute) (*gwv1.HTTPRoute, bool) {
+			parents := w.mergeParents(r.Namespace, r.Status.Parents, want, controller, now)
+			if equality.Semantic.DeepEqual(parents, r.Status.Parents) || (len(parents) == 0 && len(r.Status.Parents) == 0) {
+				return r, false
+			}
+			next := r.DeepCopy()
+			next.Status.Parents = parents
+			return next, true
+		},
+		func(ctx context.Context, r *gwv1.HTTPRoute) error {
+			_, err := api.UpdateStatus(ctx, r, metav1.UpdateOptions{})
+			return wrapErr("HTTPRoute", r.Namespace, r.Name, err)
+		})
+}
+
+// mergeParents keeps the entries of other controllers (and ours for Gateways
+// we do not serve) and replaces ours with the desired ones.
+func (w *Writer) mergeParents(routeNamespace string, current, want []gwv1.RouteParentStatus, controller string, now metav1.Time) []gwv1.RouteParentStatus {
+	out := make([]gwv1.RouteParentStatus, 0, len(current)+len(want))
+	for _, p := range current {
+		if string(p.ControllerName) != controller || !w.isBound(routeNamespace, p.ParentRef) {
+			out = append(out, p)
+		}
+	}
+	for _, p := range want {
+		for _, o := range current {
+			if string(o.ControllerName) == controller && equality.Semantic.DeepEqual(o.ParentRef, p.ParentRef) {
+				p.Conditions = mergeConditions(o.Conditions, p.Conditions, now)
+				break
+			}
+		}
+		p.Conditions = mergeConditions(nil, p.Conditions, now)
+		out = append(out, p)
+	}
+	return out
+}
+
+func (w *Writer) isBound(routeNamespace string, ref gwv1.ParentReference) bool {
+	if (ref.Group != nil && *ref.Group != gwv1.GroupName) || (ref.Kind != nil && *ref.Kind != "Gateway") {
+		return false
+	}
+	ns := routeNamespace
+	if ref.Namespace != nil {
+		ns = string(*ref.Namespace)
+	}
+	for _, b := range w.bound {
+		if b.Namespace == ns && b.Name == string(ref.Name) {
+			return true
+		}
+	}
+	return false
+}
+
+// mergeConditions returns want with lastTransitionTime taken from the old
+// condition of the same type when its status did not change, else now.
+func mergeConditions(old, want []metav1.Condition, now metav1.Time) []metav1.Condition {
+	out := make([]metav1.Condition, len(want))
+	for i, c := range want {
+		if c.LastTransitionTime.IsZero() {
+			c.LastTransitionTime = now
+			for _, o := range old {
+				if o.Type == c.Type && o.Status == c.Status {
+					c.LastTransitionTime = o.LastTransitionTime
+				}
+			}
+		}
+		out[i] = c
+	}
+	return out
+}
+
+func wrapErr(kind, ns, name string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+		return err // retried or ignored by update
+	}
+	return fmt.Errorf("writing the status of %s %s/%s: %w", kind, ns, name, err)
+}
