@@ -33,14 +33,14 @@ type Listen struct {
 
 // Kong is what the local Kong says about itself in GET /.
 type Kong struct {
-	Version         string
-	RouterFlavor    string
-	ProxyListens    []Listen
-	StreamListens   []Listen
-	PortMaps        map[int]int // host (Service) port -> Kong listen port
-	EnabledPlugins  map[string]bool
-	PluginsKnown    bool // false when GET / was not read (offline): every plugin counts as enabled
-	NodeID          string
+	Version        string
+	RouterFlavor   string
+	ProxyListens   []Listen
+	StreamListens  []Listen
+	PortMaps       map[int]int // host (Service) port -> Kong listen port
+	EnabledPlugins map[string]bool
+	PluginsKnown   bool // false when GET / was not read (offline): every plugin counts as enabled
+	NodeID         string
 }
 
 // DefaultKong is the Kong that the Helm chart installs by default, used when

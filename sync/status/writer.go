@@ -111,7 +111,9 @@ func update[T any](ctx context.Context, first *T, get func(context.Context) (*T,
 func (w *Writer) writeGatewayClass(ctx context.Context, current *gwv1.GatewayClass, want []metav1.Condition, now metav1.Time) (bool, error) {
 	api := w.client.GatewayV1().GatewayClasses()
 	return update(ctx, current,
-		func(ctx context.Context) (*gwv1.GatewayClass, error) { return api.Get(ctx, current.Name, metav1.GetOptions{}) },
+		func(ctx context.Context) (*gwv1.GatewayClass, error) {
+			return api.Get(ctx, current.Name, metav1.GetOptions{})
+		},
 		func(c *gwv1.GatewayClass) (*gwv1.GatewayClass, bool) {
 			next := c.DeepCopy()
 			next.Status.Conditions = mergeConditions(c.Status.Conditions, want, now)
@@ -126,7 +128,9 @@ func (w *Writer) writeGatewayClass(ctx context.Context, current *gwv1.GatewayCla
 func (w *Writer) writeGateway(ctx context.Context, current *gwv1.Gateway, want gwv1.GatewayStatus, now metav1.Time) (bool, error) {
 	api := w.client.GatewayV1().Gateways(current.Namespace)
 	return update(ctx, current,
-		func(ctx context.Context) (*gwv1.Gateway, error) { return api.Get(ctx, current.Name, metav1.GetOptions{}) },
+		func(ctx context.Context) (*gwv1.Gateway, error) {
+			return api.Get(ctx, current.Name, metav1.GetOptions{})
+		},
 		func(g *gwv1.Gateway) (*gwv1.Gateway, bool) {
 			next := g.DeepCopy()
 			next.Status.Addresses = want.Addresses
@@ -154,7 +158,9 @@ func (w *Writer) writeGateway(ctx context.Context, current *gwv1.Gateway, want g
 func (w *Writer) writeHTTPRoute(ctx context.Context, current *gwv1.HTTPRoute, want []gwv1.RouteParentStatus, controller string, now metav1.Time) (bool, error) {
 	api := w.client.GatewayV1().HTTPRoutes(current.Namespace)
 	return update(ctx, current,
-		func(ctx context.Context) (*gwv1.HTTPRoute, error) { return api.Get(ctx, current.Name, metav1.GetOptions{}) },
+		func(ctx context.Context) (*gwv1.HTTPRoute, error) {
+			return api.Get(ctx, current.Name, metav1.GetOptions{})
+		},
 		func(r *gwv1.HTTPRoute) (*gwv1.HTTPRoute, bool) {
 			parents := w.mergeParents(r.Namespace, r.Status.Parents, want, controller, now)
 			if equality.Semantic.DeepEqual(parents, r.Status.Parents) || (len(parents) == 0 && len(r.Status.Parents) == 0) {

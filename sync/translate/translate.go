@@ -63,10 +63,10 @@ func Translate(s *snapshot.Snapshot, refused Refusals) Result {
 }
 
 type translation struct {
-	snap     *snapshot.Snapshot
-	refused  Refusals
-	status   Status
-	gws      []*gateway
+	snap    *snapshot.Snapshot
+	refused Refusals
+	status  Status
+	gws     []*gateway
 	// kongRoutes are collected first and ordered at the end, because
 	// priorities depend on every route that shares a precedence class.
 	kongRoutes []*kongRoute
