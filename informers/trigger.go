@@ -15,7 +15,10 @@ type Trigger struct {
 
 // NewTrigger returns a trigger with the given quiet period and upper bound.
 func NewTrigger(quiet, maxDelay time.Duration) *Trigger {
-	return &Trigger{quiet: quiet, maxDelay: max(maxDelay, quiet), notify: make(chan struct{}, 1)}
+	if maxDelay <= 0 {
+		maxDelay = quiet
+	}
+	return &Trigger{quiet: min(quiet, maxDelay), maxDelay: maxDelay, notify: make(chan struct{}, 1)}
 }
 
 // Notify records that something changed. It never blocks.
@@ -45,7 +48,11 @@ func (t *Trigger) Wait(ctx context.Context) error {
 		case <-timer.C:
 			return nil
 		case <-t.notify:
-			timer.Reset(min(t.quiet, time.Until(deadline)))
+			left := time.Until(deadline)
+			if left <= 0 {
+				return nil
+			}
+			timer.Reset(min(t.quiet, left))
 		}
 	}
 }

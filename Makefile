@@ -1,0 +1,49 @@
+# konglet: the two commands a newcomer needs are `make demo` and `make test`.
+GO       ?= go
+VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS  := -s -w -X main.version=$(VERSION)
+BIN      := .bin
+IMAGE    ?= konglet:$(VERSION)
+
+.PHONY: demo build test unit e2e fuzz bench lint tools image clean
+
+## demo: print the Kong configuration and statuses for deploy/examples (no cluster, no Kong)
+demo:
+	$(GO) run ./cmd/konglet translate -f deploy/examples
+
+## build: the konglet binary in .bin/
+build:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/konglet ./cmd/konglet
+
+## tools: a real kube-apiserver and etcd, built from Go modules (about 4 minutes the first time)
+tools: $(BIN)/kube-apiserver $(BIN)/etcd
+
+$(BIN)/kube-apiserver:
+	cd test/tools/kube-apiserver && $(GO) build -ldflags "-X k8s.io/component-base/version.gitVersion=v1.37.2" -o $(CURDIR)/$@ .
+
+$(BIN)/etcd:
+	cd test/tools/etcd && $(GO) build -o $(CURDIR)/$@ .
+
+## test: formatting, vet, and every test with the race detector, against a real API server
+test: lint tools
+	$(GO) test -race -count=1 -timeout 20m ./...
+
+## lint: gofmt and go vet
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+
+## fuzz: run the translation fuzzer for a while (the checked-in corpus runs in `make test`)
+fuzz:
+	$(GO) test ./sync/translate -run '^$$' -fuzz FuzzTranslate -fuzztime 2m
+
+## bench: the benchmarks (not part of `make test`)
+bench: tools
+	$(GO) test -run '^$$' -bench . -benchmem ./sync/translate
+
+## image: the container image (needs a Docker engine)
+image:
+	docker build --build-arg VERSION=$(VERSION) -t $(IMAGE) .
+
+clean:
+	rm -rf $(BIN)
