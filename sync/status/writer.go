@@ -186,13 +186,14 @@ func (w *Writer) mergeParents(routeNamespace string, current, want []gwv1.RouteP
 		}
 	}
 	for _, p := range want {
+		var old []metav1.Condition
 		for _, o := range current {
 			if string(o.ControllerName) == controller && equality.Semantic.DeepEqual(o.ParentRef, p.ParentRef) {
-				p.Conditions = mergeConditions(o.Conditions, p.Conditions, now)
+				old = o.Conditions
 				break
 			}
 		}
-		p.Conditions = mergeConditions(nil, p.Conditions, now)
+		p.Conditions = mergeConditions(old, p.Conditions, now)
 		out = append(out, p)
 	}
 	return out
