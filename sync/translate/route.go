@@ -32,51 +32,70 @@ func (t *translation) httpRoutes() {
 func (t *translation) httpRoute(r *gwv1.HTTPRoute) {
 	key := types.NamespacedName{Namespace: r.Namespace, Name: r.Name}
 	gen := r.Generation
-	var parents []gwv1.RouteParentStatus
+	type verdict struct {
+		ref             gwv1.ParentReference
+		reason, message string
+	}
+	var verdicts []verdict
 	where := attachment{}
-	var rules []ruleResult
 	for _, ref := range r.Spec.ParentRefs {
 		g := t.parentGateway(r.Namespace, ref)
-		if g == nil || slices.ContainsFunc(parents, func(p gwv1.RouteParentStatus) bool { return sameParentRef(p.ParentRef, ref) }) {
+		if g == nil || slices.ContainsFunc(verdicts, func(v verdict) bool { return sameParentRef(v.ref, ref) }) {
 			continue
 		}
-		if rules == nil {
-			rules = t.httpRules(r)
-		}
-		st := gwv1.RouteParentStatus{ParentRef: ref, ControllerName: gwv1.GatewayController(t.snap.ControllerName)}
-		resolved := resolvedRefsCondition(rules, gen)
 		reason, msg := t.attach(r, g, ref, where)
+		verdicts = append(verdicts, verdict{ref, reason, msg})
+	}
+	if verdicts == nil {
+		return
+	}
+	rules := t.httpRules(r)
+	checkRedirectHosts(rules, where)
+	refusal, refused := t.refused[ObjectRef{gwv1.GroupName, kindHTTPRoute, r.Namespace, r.Name}]
+	servable := false
+	parents := make([]gwv1.RouteParentStatus, 0, len(verdicts))
+	for _, v := range verdicts {
+		reason, msg := v.reason, v.message
 		if reason == "" {
 			reason, msg = rulesVerdict(rules)
 		}
-		if reason == "" {
-			if refusal, refused := t.refused[ObjectRef{gwv1.GroupName, kindHTTPRoute, r.Namespace, r.Name}]; refused {
-				reason, msg = string(gwv1.RouteReasonUnsupportedValue), "Kong refused this route: "+refusal
-			}
+		if reason == "" && refused {
+			reason, msg = string(gwv1.RouteReasonUnsupportedValue), "Kong refused this route: "+refusal
 		}
+		st := gwv1.RouteParentStatus{ParentRef: v.ref, ControllerName: gwv1.GatewayController(t.snap.ControllerName)}
 		if reason == "" {
+			servable = true
 			st.Conditions = append(st.Conditions, condition(string(gwv1.RouteConditionAccepted), true, string(gwv1.RouteReasonAccepted), "", gen))
 		} else {
 			st.Conditions = append(st.Conditions, condition(string(gwv1.RouteConditionAccepted), false, reason, msg, gen))
 		}
-		st.Conditions = append(st.Conditions, resolved)
+		st.Conditions = append(st.Conditions, resolvedRefsCondition(rules, gen))
 		if partial := partiallyInvalid(rules, gen); partial != nil && reason == "" {
 			st.Conditions = append(st.Conditions, *partial)
 		}
 		parents = append(parents, st)
 	}
-	if parents == nil {
-		return
-	}
 	t.status.HTTPRoutes[key] = parents
-	if len(where) == 0 || slices.ContainsFunc(parents, func(p gwv1.RouteParentStatus) bool {
-		return p.Conditions[0].Status == metav1.ConditionFalse && p.Conditions[0].Reason != string(gwv1.RouteReasonNotAllowedByListeners) &&
-			p.Conditions[0].Reason != string(gwv1.RouteReasonNoMatchingListenerHostname) && p.Conditions[0].Reason != string(gwv1.RouteReasonNoMatchingParent)
-	}) {
-		// Either attached nowhere, or refused as a whole (no servable rule, or Kong refused it).
-		return
+	if servable {
+		t.emitHTTPRoute(r, rules, where)
 	}
-	t.emitHTTPRoute(r, rules, where)
+}
+
+// checkRedirectHosts drops rules whose redirect has to keep the request's
+// hostname where the route serves a wildcard or any hostname: Kong's
+// redirect plugin has a fixed location.
+func checkRedirectHosts(rules []ruleResult, where attachment) {
+	for i := range rules {
+		if rules[i].dropped != "" || !rules[i].filters.redirectKeepsHost() {
+			continue
+		}
+		for h := range where {
+			if h == "" || isWildcard(h) {
+				rules[i].dropped = fmt.Sprintf("rule %d: filter RequestRedirect without a hostname needs exact route hostnames (Kong's redirect plugin has a fixed location)", rules[i].index)
+				break
+			}
+		}
+	}
 }
 
 // parentGateway returns the bound Gateway a parentRef points to, or nil when
@@ -235,13 +254,17 @@ func (t *translation) emitHTTPRoute(r *gwv1.HTTPRoute, rules []ruleResult, where
 		}
 		svc.ID = declarative.ID("service", svc.Name)
 		svc.Host = t.upstreamFor(rule.backends)
+		rule.filters.serviceTimeouts(svc)
 		for mi, m := range rule.matches {
 			for hi, h := range hosts {
 				name := fmt.Sprintf("%s.%d.%d.%d", base, rule.index, mi, hi)
+				ports, _ := hostList(where[h])
+				plugins := rule.filters.plugins(name, h, ports, tags)
 				kr := t.kongRoute(name, h, where[h], m)
 				kr.route.Tags = tags
 				kr.order = routeOrder{created: r.CreationTimestamp.UnixNano(), namespace: r.Namespace, name: r.Name, rule: rule.index, match: mi}
-				if len(rule.backends) == 0 {
+				kr.route.Plugins = plugins
+				if len(rule.backends) == 0 && !redirects(plugins) {
 					kr.route.Plugins = append(kr.route.Plugins, t.noBackendPlugin(name, tags))
 				}
 				svc.Routes = append(svc.Routes, kr.route)
@@ -263,6 +286,10 @@ func (t *translation) noBackendPlugin(routeName string, tags []string) *declarat
 		},
 		Tags: tags,
 	}
+}
+
+func redirects(plugins []*declarative.Plugin) bool {
+	return slices.ContainsFunc(plugins, func(p *declarative.Plugin) bool { return p.Name == "redirect" })
 }
 
 func hostList(where map[gwv1.PortNumber]string) (ports []int, protocols []string) {

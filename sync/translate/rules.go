@@ -22,6 +22,7 @@ type ruleResult struct {
 	refProblems []refProblem
 	// dropped says why the rule cannot be served at all ("" when it can).
 	dropped string
+	filters ruleFilters
 }
 
 type refProblem struct {
@@ -41,7 +42,10 @@ func (t *translation) httpRules(r *gwv1.HTTPRoute) []ruleResult {
 	out := make([]ruleResult, 0, len(r.Spec.Rules))
 	for i, rule := range r.Spec.Rules {
 		res := ruleResult{index: i}
-		res.dropped = t.checkFilters(i, rule.Filters)
+		var msg string
+		if res.filters, msg = t.collectFilters(rule); msg != "" {
+			res.dropped = fmt.Sprintf("rule %s: %s", ruleName(i, rule.Name), msg)
+		}
 		matches := rule.Matches
 		if len(matches) == 0 {
 			matches = []gwv1.HTTPRouteMatch{{}}
@@ -53,10 +57,7 @@ func (t *translation) httpRules(r *gwv1.HTTPRoute) []ruleResult {
 			}
 			res.matches = append(res.matches, norm)
 		}
-		for bi, ref := range rule.BackendRefs {
-			if msg := t.checkFilters(i, ref.Filters); msg != "" && res.dropped == "" {
-				res.dropped = fmt.Sprintf("%s (backendRef %d)", msg, bi)
-			}
+		for _, ref := range rule.BackendRefs {
 			b, problem := t.resolveBackend(r.Namespace, kindHTTPRoute, ref.BackendRef)
 			if problem != nil {
 				res.refProblems = append(res.refProblems, *problem)
@@ -76,15 +77,6 @@ func ruleName(i int, name *gwv1.SectionName) string {
 		return fmt.Sprintf("%d (%s)", i, *name)
 	}
 	return fmt.Sprint(i)
-}
-
-// checkFilters refuses, by name, every filter konglet cannot put on Kong
-// yet: a rule is never served without the filters it asks for.
-func (t *translation) checkFilters(rule int, filters []gwv1.HTTPRouteFilter) string {
-	if len(filters) == 0 {
-		return ""
-	}
-	return fmt.Sprintf("rule %d: filter %s is not supported by konglet", rule, filters[0].Type)
 }
 
 // normalizeMatch fills defaults and checks that Kong can express the match.

@@ -1,0 +1,339 @@
+package translate
+
+import (
+	"fmt"
+	"net"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/konglet/konglet/proxy/declarative"
+)
+
+// ruleFilters are the filters of one rule that Kong will apply: the rule's
+// own and, where a rule has a single backend, that backend's (Kong cannot
+// filter per target).
+type ruleFilters struct {
+	filters  []gwv1.HTTPRouteFilter
+	timeouts *gwv1.HTTPRouteTimeouts
+}
+
+// collectFilters checks that Kong can apply every filter of the rule and
+// says which cannot, by name: a rule is never served without its filters.
+func (t *translation) collectFilters(rule gwv1.HTTPRouteRule) (ruleFilters, string) {
+	out := ruleFilters{filters: slices.Clone(rule.Filters), timeouts: rule.Timeouts}
+	withFilters := 0
+	for _, b := range rule.BackendRefs {
+		if len(b.Filters) > 0 {
+			withFilters++
+		}
+	}
+	if withFilters > 0 {
+		if len(rule.BackendRefs) > 1 {
+			return out, "filters on one of several backendRefs are not supported by Kong (it cannot filter per target)"
+		}
+		out.filters = append(out.filters, rule.BackendRefs[0].Filters...)
+	}
+	seen := map[gwv1.HTTPRouteFilterType]bool{}
+	for _, f := range out.filters {
+		if seen[f.Type] {
+			return out, fmt.Sprintf("filter %s is given twice (once on the rule and once on its backendRef)", f.Type)
+		}
+		seen[f.Type] = true
+		if msg := t.checkFilter(f); msg != "" {
+			return out, msg
+		}
+	}
+	if out.timeouts != nil {
+		for _, d := range []*gwv1.Duration{out.timeouts.Request, out.timeouts.BackendRequest} {
+			if d == nil {
+				continue
+			}
+			if _, err := time.ParseDuration(string(*d)); err != nil {
+				return out, fmt.Sprintf("timeout %q is not a duration", *d)
+			}
+		}
+	}
+	return out, ""
+}
+
+func (t *translation) checkFilter(f gwv1.HTTPRouteFilter) string {
+	plugin := ""
+	switch f.Type {
+	case gwv1.HTTPRouteFilterRequestHeaderModifier:
+		if f.RequestHeaderModifier == nil {
+			return "filter RequestHeaderModifier has no requestHeaderModifier"
+		}
+		plugin = "request-transformer"
+		if msg := checkHeaderValues(f.RequestHeaderModifier); msg != "" {
+			return msg
+		}
+	case gwv1.HTTPRouteFilterResponseHeaderModifier:
+		if f.ResponseHeaderModifier == nil {
+			return "filter ResponseHeaderModifier has no responseHeaderModifier"
+		}
+		plugin = "response-transformer"
+		if msg := checkHeaderValues(f.ResponseHeaderModifier); msg != "" {
+			return msg
+		}
+	case gwv1.HTTPRouteFilterURLRewrite:
+		if f.URLRewrite == nil {
+			return "filter URLRewrite has no urlRewrite"
+		}
+		plugin = "request-transformer"
+		if p := f.URLRewrite.Path; p != nil && p.Type != gwv1.FullPathHTTPPathModifier {
+			return fmt.Sprintf("filter URLRewrite with path type %s is not supported by konglet yet", p.Type)
+		}
+		if p := f.URLRewrite.Path; p != nil && (p.ReplaceFullPath == nil || strings.Contains(*p.ReplaceFullPath, "$(")) {
+			return "filter URLRewrite needs replaceFullPath without $("
+		}
+	case gwv1.HTTPRouteFilterRequestRedirect:
+		if f.RequestRedirect == nil {
+			return "filter RequestRedirect has no requestRedirect"
+		}
+		plugin = "redirect"
+		if p := f.RequestRedirect.Path; p != nil && p.Type != gwv1.FullPathHTTPPathModifier {
+			return fmt.Sprintf("filter RequestRedirect with path type %s is not supported by konglet yet", p.Type)
+		}
+	case gwv1.HTTPRouteFilterCORS:
+		if f.CORS == nil {
+			return "filter CORS has no cors"
+		}
+		plugin = "cors"
+	default:
+		return fmt.Sprintf("filter %s is not supported by Kong", f.Type)
+	}
+	if !t.snap.Kong.PluginEnabled(plugin) {
+		return fmt.Sprintf("filter %s needs Kong's %s plugin, which is not enabled (add it to Kong's plugins property)", f.Type, plugin)
+	}
+	return ""
+}
+
+// checkHeaderValues refuses values that Kong's transformer plugins would
+// evaluate as templates.
+func checkHeaderValues(m *gwv1.HTTPHeaderFilter) string {
+	for _, h := range append(slices.Clone(m.Set), m.Add...) {
+		if strings.Contains(h.Value, "$(") {
+			return fmt.Sprintf("header value %q contains $(, which Kong would evaluate as a template", h.Value)
+		}
+	}
+	return ""
+}
+
+// plugins builds the Kong plugins of one Kong route: host is the route's
+// hostname ("" for any), protocols its Kong protocols.
+func (f ruleFilters) plugins(routeName, host string, ports []int, tags []string) []*declarative.Plugin {
+	var out []*declarative.Plugin
+	add := func(name string, config map[string]any) {
+		out = append(out, &declarative.Plugin{ID: declarative.ID("plugin", routeName+"/"+name), Name: name, Config: config, Tags: tags})
+	}
+	var request map[string]any
+	for _, flt := range f.filters {
+		switch flt.Type {
+		case gwv1.HTTPRouteFilterRequestHeaderModifier:
+			request = mergeTransformer(request, headerTransformer(flt.RequestHeaderModifier))
+		case gwv1.HTTPRouteFilterResponseHeaderModifier:
+			add("response-transformer", headerTransformer(flt.ResponseHeaderModifier))
+		case gwv1.HTTPRouteFilterURLRewrite:
+			request = mergeTransformer(request, rewriteTransformer(flt.URLRewrite))
+		case gwv1.HTTPRouteFilterRequestRedirect:
+			add("redirect", redirectConfig(flt.RequestRedirect, host, ports))
+		case gwv1.HTTPRouteFilterCORS:
+			add("cors", corsConfig(flt.CORS))
+		}
+	}
+	if request != nil {
+		add("request-transformer", request)
+	}
+	slices.SortFunc(out, func(a, b *declarative.Plugin) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// redirectKeepsHost tells whether a redirect takes its hostname from the
+// request (which checkRedirectHosts must allow).
+func (f ruleFilters) redirectKeepsHost() bool {
+	return slices.ContainsFunc(f.filters, func(flt gwv1.HTTPRouteFilter) bool {
+		return flt.Type == gwv1.HTTPRouteFilterRequestRedirect && flt.RequestRedirect != nil && flt.RequestRedirect.Hostname == nil
+	})
+}
+
+// headerTransformer maps a header filter onto Kong's transformer plugins,
+// which apply remove, replace (if present), add (if absent), append in that
+// order: Gateway API "set" is replace plus add, "add" is append.
+func headerTransformer(m *gwv1.HTTPHeaderFilter) map[string]any {
+	cfg := map[string]any{}
+	pairs := func(hs []gwv1.HTTPHeader) []string {
+		out := make([]string, len(hs))
+		for i, h := range hs {
+			out[i] = string(h.Name) + ":" + h.Value
+		}
+		return out
+	}
+	if len(m.Remove) > 0 {
+		cfg["remove"] = map[string]any{"headers": slices.Clone(m.Remove)}
+	}
+	if len(m.Set) > 0 {
+		cfg["replace"] = map[string]any{"headers": pairs(m.Set)}
+		cfg["add"] = map[string]any{"headers": pairs(m.Set)}
+	}
+	if len(m.Add) > 0 {
+		cfg["append"] = map[string]any{"headers": pairs(m.Add)}
+	}
+	return cfg
+}
+
+func rewriteTransformer(r *gwv1.HTTPURLRewriteFilter) map[string]any {
+	replace := map[string]any{}
+	if r.Hostname != nil {
+		// Kong's request-transformer replaces Host even when the request
+		// has none, which is what a rewrite needs.
+		replace["headers"] = []string{"host:" + string(*r.Hostname)}
+	}
+	if r.Path != nil && r.Path.ReplaceFullPath != nil {
+		replace["uri"] = *r.Path.ReplaceFullPath
+	}
+	return map[string]any{"replace": replace}
+}
+
+// mergeTransformer joins two request-transformer configs: Kong allows one
+// plugin of a name per route.
+func mergeTransformer(a, b map[string]any) map[string]any {
+	if a == nil {
+		return b
+	}
+	for section, v := range b {
+		bs := v.(map[string]any)
+		as, ok := a[section].(map[string]any)
+		if !ok {
+			a[section] = bs
+			continue
+		}
+		for key, val := range bs {
+			if list, ok := val.([]string); ok {
+				existing, _ := as[key].([]string)
+				as[key] = append(slices.Clone(existing), list...)
+			} else {
+				as[key] = val
+			}
+		}
+	}
+	return a
+}
+
+// redirectConfig builds Kong's redirect plugin config, whose location is
+// fixed: host is the route's exact hostname (checkRedirectHosts).
+func redirectConfig(r *gwv1.HTTPRequestRedirectFilter, host string, ports []int) map[string]any {
+	scheme := "http"
+	if r.Scheme != nil {
+		scheme = *r.Scheme
+	}
+	hostname := host
+	if r.Hostname != nil {
+		hostname = string(*r.Hostname)
+	}
+	authority := hostname
+	switch {
+	case r.Port != nil:
+		if !defaultPort(scheme, int(*r.Port)) {
+			authority = net.JoinHostPort(hostname, strconv.Itoa(int(*r.Port)))
+		}
+	case r.Scheme == nil && len(ports) == 1 && !defaultPort(scheme, ports[0]):
+		authority = net.JoinHostPort(hostname, strconv.Itoa(ports[0]))
+	}
+	code := 302
+	if r.StatusCode != nil {
+		code = *r.StatusCode
+	}
+	cfg := map[string]any{"status_code": code, "location": scheme + "://" + authority, "keep_incoming_path": true}
+	if r.Path != nil && r.Path.ReplaceFullPath != nil {
+		cfg["location"] = scheme + "://" + authority + *r.Path.ReplaceFullPath
+		cfg["keep_incoming_path"] = false
+	}
+	return cfg
+}
+
+func defaultPort(scheme string, port int) bool {
+	return (scheme == "http" && port == 80) || (scheme == "https" && port == 443)
+}
+
+var corsMethods = []string{"GET", "HEAD", "PUT", "PATCH", "POST", "DELETE", "OPTIONS", "TRACE", "CONNECT"}
+
+// corsConfig maps the CORS filter onto Kong's cors plugin, whose origins
+// are literal strings or regular expressions.
+func corsConfig(c *gwv1.HTTPCORSFilter) map[string]any {
+	cfg := map[string]any{}
+	var origins []string
+	for _, o := range c.AllowOrigins {
+		s := string(o)
+		if s == "*" || !strings.Contains(s, "*") {
+			origins = append(origins, s)
+			continue
+		}
+		origins = append(origins, "^"+strings.ReplaceAll(regexp.QuoteMeta(s), `\*`, `[^/]+`)+"$")
+	}
+	if len(origins) > 0 {
+		cfg["origins"] = origins
+	}
+	if len(c.AllowMethods) > 0 {
+		var methods []string
+		for _, m := range c.AllowMethods {
+			if m == "*" {
+				methods = corsMethods
+				break
+			}
+			if slices.Contains(corsMethods, string(m)) {
+				methods = append(methods, string(m))
+			}
+		}
+		cfg["methods"] = methods
+	}
+	if len(c.AllowHeaders) > 0 {
+		cfg["headers"] = headerNames(c.AllowHeaders)
+	}
+	if len(c.ExposeHeaders) > 0 {
+		cfg["exposed_headers"] = headerNames(c.ExposeHeaders)
+	}
+	if c.AllowCredentials != nil {
+		cfg["credentials"] = *c.AllowCredentials
+	}
+	if c.MaxAge > 0 {
+		cfg["max_age"] = c.MaxAge
+	}
+	return cfg
+}
+
+func headerNames(hs []gwv1.HTTPHeaderName) []string {
+	out := make([]string, len(hs))
+	for i, h := range hs {
+		out[i] = string(h)
+	}
+	return out
+}
+
+// serviceTimeouts sets Kong's per-service timeouts from the rule's: Kong has
+// no whole-request timeout, so backendRequest (else request) bounds each
+// read and write to the backend.
+func (f ruleFilters) serviceTimeouts(svc *declarative.Service) {
+	if f.timeouts == nil {
+		return
+	}
+	d := f.timeouts.BackendRequest
+	if d == nil {
+		d = f.timeouts.Request
+	}
+	if d == nil {
+		return
+	}
+	parsed, _ := time.ParseDuration(string(*d))
+	ms := int(min(parsed.Milliseconds(), maxKongTimeout))
+	if ms <= 0 {
+		ms = maxKongTimeout // "0s" disables the timeout: Kong's largest
+	}
+	svc.ReadTimeout, svc.WriteTimeout = ms, ms
+}
+
+const maxKongTimeout = 1<<31 - 2
