@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -57,8 +56,7 @@ func runTranslate(args []string, stdout, stderr io.Writer) int {
 	var out []byte
 	var err error
 	if *output == "json" {
-		out, err = json.MarshalIndent(map[string]any{"config": result.Config, "statuses": result.Status.Objects()}, "", "  ")
-		out = append(out, '\n')
+		out, err = result.JSON()
 	} else {
 		out, err = result.YAML()
 	}

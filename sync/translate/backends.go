@@ -44,7 +44,7 @@ func (t *translation) resolveBackend(fromNamespace string, fromKind gwv1.Kind, r
 	if ref.Namespace != nil {
 		ns = string(*ref.Namespace)
 	}
-	if ns != fromNamespace && !t.granted(fromNamespace, fromKind, ns, string(ref.Name)) {
+	if ns != fromNamespace && !t.grantedTo(fromNamespace, fromKind, ns, kindService, string(ref.Name)) {
 		return backend{}, &refProblem{gwv1.RouteReasonRefNotPermitted,
 			fmt.Sprintf("backendRef to Service %s/%s is not permitted: no ReferenceGrant in namespace %s allows it", ns, ref.Name, ns)}
 	}
@@ -73,9 +73,9 @@ func (t *translation) resolveBackend(fromNamespace string, fromKind gwv1.Kind, r
 	return backend{}, &refProblem{gwv1.RouteReasonBackendNotFound, fmt.Sprintf("Service %s/%s has no port %d", ns, ref.Name, *ref.Port)}
 }
 
-// granted tells whether a ReferenceGrant in toNamespace lets routes of
-// fromKind in fromNamespace refer to the Service name.
-func (t *translation) granted(fromNamespace string, fromKind gwv1.Kind, toNamespace, name string) bool {
+// grantedTo tells whether a ReferenceGrant in toNamespace lets objects of
+// fromKind in fromNamespace refer to the core object toKind/name.
+func (t *translation) grantedTo(fromNamespace string, fromKind gwv1.Kind, toNamespace string, toKind gwv1.Kind, name string) bool {
 	for _, g := range t.snap.ReferenceGrants {
 		if g.Namespace != toNamespace {
 			continue
@@ -84,7 +84,7 @@ func (t *translation) granted(fromNamespace string, fromKind gwv1.Kind, toNamesp
 			return f.Group == gwv1.GroupName && f.Kind == fromKind && string(f.Namespace) == fromNamespace
 		})
 		to := slices.ContainsFunc(g.Spec.To, func(to gwv1.ReferenceGrantTo) bool {
-			return to.Group == "" && to.Kind == kindService && (to.Name == nil || string(*to.Name) == name)
+			return to.Group == "" && to.Kind == toKind && (to.Name == nil || string(*to.Name) == name)
 		})
 		if from && to {
 			return true

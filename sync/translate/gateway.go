@@ -32,6 +32,8 @@ type listener struct {
 	// kongProtocol is the Kong route protocol that serves this listener.
 	kongProtocol string
 	kinds        []gwv1.RouteGroupKind
+	// secrets are the TLS Secrets an HTTPS listener serves.
+	secrets      []*corev1.Secret
 	accepted     metav1.Condition
 	resolvedRefs metav1.Condition
 	conflicted   metav1.Condition
@@ -40,7 +42,8 @@ type listener struct {
 
 // usable tells whether routes may attach to the listener.
 func (l *listener) usable() bool {
-	return l.accepted.Status == metav1.ConditionTrue && l.conflicted.Status == metav1.ConditionFalse
+	return l.accepted.Status == metav1.ConditionTrue && l.conflicted.Status == metav1.ConditionFalse &&
+		(l.resolvedRefs.Status == metav1.ConditionTrue || l.resolvedRefs.Reason == string(gwv1.ListenerReasonInvalidRouteKinds))
 }
 
 func (t *translation) ours(className gwv1.ObjectName) bool {
@@ -100,6 +103,15 @@ func (t *translation) checkListener(g *gateway, spec gwv1.Listener) *listener {
 	switch spec.Protocol {
 	case gwv1.HTTPProtocolType:
 		l.kongProtocol = "http"
+	case gwv1.HTTPSProtocolType:
+		l.kongProtocol, wantSSL = "https", true
+		if spec.TLS != nil && spec.TLS.Mode != nil && *spec.TLS.Mode != gwv1.TLSModeTerminate {
+			return reject(gwv1.ListenerReasonUnsupportedValue, "an HTTPS listener terminates TLS; mode %s needs a TLS listener", *spec.TLS.Mode)
+		}
+		var problem *metav1.Condition
+		if l.secrets, problem = t.listenerCertificates(g, spec); problem != nil {
+			l.resolvedRefs = *problem
+		}
 	default:
 		return reject(gwv1.ListenerReasonUnsupportedProtocol, "protocol %s is not supported by konglet yet", spec.Protocol)
 	}
@@ -181,7 +193,7 @@ func (t *translation) namedContainerPort(name string) (int, bool) {
 func supportedKinds(spec gwv1.Listener, gen int64) ([]gwv1.RouteGroupKind, metav1.Condition) {
 	ok := condition(string(gwv1.ListenerConditionResolvedRefs), true, string(gwv1.ListenerReasonResolvedRefs), "", gen)
 	served := []gwv1.RouteGroupKind{}
-	if spec.Protocol == gwv1.HTTPProtocolType {
+	if spec.Protocol == gwv1.HTTPProtocolType || spec.Protocol == gwv1.HTTPSProtocolType {
 		served = append(served, gwv1.RouteGroupKind{Group: ptr(gwv1.Group(gwv1.GroupName)), Kind: kindHTTPRoute})
 	}
 	if spec.AllowedRoutes == nil || len(spec.AllowedRoutes.Kinds) == 0 {
@@ -253,7 +265,7 @@ func (t *translation) finishGateways() {
 		for _, l := range g.listeners {
 			programmed := condition(string(gwv1.ListenerConditionProgrammed), true, string(gwv1.ListenerReasonProgrammed), "", gen)
 			if !l.usable() {
-				programmed = condition(string(gwv1.ListenerConditionProgrammed), false, string(gwv1.ListenerReasonInvalid), "the listener is not accepted or conflicts with another", gen)
+				programmed = condition(string(gwv1.ListenerConditionProgrammed), false, string(gwv1.ListenerReasonInvalid), "the listener is not accepted, conflicts with another, or has unresolved references", gen)
 			} else {
 				valid++
 			}

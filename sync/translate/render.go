@@ -9,6 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/konglet/konglet/proxy/declarative"
 )
 
 // ObjectStatus is one object's desired status, shaped like the object.
@@ -60,7 +62,7 @@ func sortedKeys[K comparable, V any](m map[K]V, compare func(a, b K) int) []K {
 // then one document per object status.
 func (r Result) YAML() ([]byte, error) {
 	var buf bytes.Buffer
-	docs := []any{r.Config}
+	docs := []any{redacted(r.Config)}
 	for _, o := range r.Status.Objects() {
 		docs = append(docs, o)
 	}
@@ -81,4 +83,26 @@ func (r Result) YAML() ([]byte, error) {
 		buf.Write(y)
 	}
 	return buf.Bytes(), nil
+}
+
+// JSON renders the result as one JSON document {config, statuses}.
+func (r Result) JSON() ([]byte, error) {
+	out, err := json.MarshalIndent(map[string]any{"config": redacted(r.Config), "statuses": r.Status.Objects()}, "", "  ")
+	return append(out, '\n'), err
+}
+
+// redacted is the config with private keys replaced: they never appear in
+// output meant for people (DESIGN decision 8).
+func redacted(c *declarative.Config) *declarative.Config {
+	if len(c.Certificates) == 0 {
+		return c
+	}
+	out := *c
+	out.Certificates = make([]*declarative.Certificate, len(c.Certificates))
+	for i, cert := range c.Certificates {
+		copied := *cert
+		copied.Key = "<redacted>"
+		out.Certificates[i] = &copied
+	}
+	return &out
 }

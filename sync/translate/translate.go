@@ -88,6 +88,7 @@ func (t *translation) config() *declarative.Config {
 		cfg.Upstreams = append(cfg.Upstreams, u)
 	}
 	slices.SortFunc(cfg.Upstreams, func(a, b *declarative.Upstream) int { return cmp.Compare(a.Name, b.Name) })
+	cfg.Certificates = t.certificates()
 	return cfg
 }
 

@@ -1,0 +1,103 @@
+package translate
+
+import (
+	"cmp"
+	"crypto/tls"
+	"fmt"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/konglet/konglet/proxy/declarative"
+)
+
+// listenerCertificates resolves an HTTPS listener's certificateRefs into
+// the Secrets Kong will serve, or explains on ResolvedRefs why it cannot.
+func (t *translation) listenerCertificates(g *gateway, spec gwv1.Listener) ([]*corev1.Secret, *metav1.Condition) {
+	gen := g.obj.Generation
+	invalid := func(reason gwv1.ListenerConditionReason, format string, args ...any) ([]*corev1.Secret, *metav1.Condition) {
+		c := condition(string(gwv1.ListenerConditionResolvedRefs), false, string(reason), fmt.Sprintf(format, args...), gen)
+		return nil, &c
+	}
+	if spec.TLS == nil || len(spec.TLS.CertificateRefs) == 0 {
+		return invalid(gwv1.ListenerReasonInvalidCertificateRef, "an HTTPS listener needs tls.certificateRefs")
+	}
+	var secrets []*corev1.Secret
+	for _, ref := range spec.TLS.CertificateRefs {
+		group, kind := "", "Secret"
+		if ref.Group != nil {
+			group = string(*ref.Group)
+		}
+		if ref.Kind != nil {
+			kind = string(*ref.Kind)
+		}
+		if group != "" || kind != "Secret" {
+			return invalid(gwv1.ListenerReasonInvalidCertificateRef, "certificateRef %s/%s %q: only core Secrets are supported", group, kind, ref.Name)
+		}
+		ns := g.key.Namespace
+		if ref.Namespace != nil {
+			ns = string(*ref.Namespace)
+		}
+		if ns != g.key.Namespace && !t.grantedTo(g.key.Namespace, kindGateway, ns, "Secret", string(ref.Name)) {
+			return invalid(gwv1.ListenerReasonRefNotPermitted, "certificateRef to Secret %s/%s is not permitted: no ReferenceGrant in namespace %s allows it", ns, ref.Name, ns)
+		}
+		secret := t.snap.Secrets[types.NamespacedName{Namespace: ns, Name: string(ref.Name)}]
+		if secret == nil || secret.Type != corev1.SecretTypeTLS {
+			return invalid(gwv1.ListenerReasonInvalidCertificateRef, "Secret %s/%s of type kubernetes.io/tls not found", ns, ref.Name)
+		}
+		// The key material itself never appears in a message.
+		if _, err := tls.X509KeyPair(secret.Data[corev1.TLSCertKey], secret.Data[corev1.TLSPrivateKeyKey]); err != nil {
+			return invalid(gwv1.ListenerReasonInvalidCertificateRef, "Secret %s/%s does not hold a valid certificate and matching key: %v", ns, ref.Name, err)
+		}
+		secrets = append(secrets, secret)
+	}
+	return secrets, nil
+}
+
+// certificates builds Kong's certificates with the server names of the
+// listeners that use them. An HTTPS listener without a hostname serves
+// every name ("*"). A name is served by the first listener that claims it.
+func (t *translation) certificates() []*declarative.Certificate {
+	bySecret := map[types.NamespacedName]*declarative.Certificate{}
+	claimed := map[string]bool{}
+	for _, g := range t.gws {
+		for _, l := range g.listeners {
+			if !l.usable() || len(l.secrets) == 0 {
+				continue
+			}
+			sni := hostnameOf(l.spec.Hostname)
+			if sni == "" {
+				sni = "*"
+			}
+			if claimed[sni] {
+				continue
+			}
+			claimed[sni] = true
+			// Kong picks one certificate per name: the first reference wins.
+			secret := l.secrets[0]
+			key := types.NamespacedName{Namespace: secret.Namespace, Name: secret.Name}
+			c := bySecret[key]
+			if c == nil {
+				id := "secret/" + key.String()
+				c = &declarative.Certificate{
+					ID:   declarative.ID("certificate", id),
+					Cert: string(secret.Data[corev1.TLSCertKey]),
+					Key:  string(secret.Data[corev1.TLSPrivateKeyKey]),
+					Tags: objectTags("Secret", secret.ObjectMeta, ""),
+				}
+				bySecret[key] = c
+			}
+			c.SNIs = append(c.SNIs, &declarative.SNI{ID: declarative.ID("sni", sni), Name: sni, Tags: c.Tags})
+		}
+	}
+	out := make([]*declarative.Certificate, 0, len(bySecret))
+	for _, c := range bySecret {
+		slices.SortFunc(c.SNIs, func(a, b *declarative.SNI) int { return cmp.Compare(a.Name, b.Name) })
+		out = append(out, c)
+	}
+	slices.SortFunc(out, func(a, b *declarative.Certificate) int { return cmp.Compare(a.ID, b.ID) })
+	return out
+}
