@@ -82,10 +82,9 @@ func New(kube kubernetes.Interface, gw gwclient.Interface, scope Scope, trigger 
 	}
 	c.factories = append(c.factories, core, secrets)
 	if scope.PodName != "" && scope.PodNamespace != "" {
-		pods := kubeinformers.NewSharedInformerFactoryWithOptions(kube, resyncNever, transform, kubeinformers.WithNamespace(scope.PodNamespace),
-			kubeinformers.WithTweakListOptions(func(o *metav1.ListOptions) {
-				o.FieldSelector = fields.OneTermEqualSelector("metadata.name", scope.PodName).String()
-			}))
+		// The Pods of the own namespace: this one, and its peers whose
+		// konglet conditions make the Gateway's Programmed.
+		pods := kubeinformers.NewSharedInformerFactoryWithOptions(kube, resyncNever, transform, kubeinformers.WithNamespace(scope.PodNamespace))
 		c.pods = pods.Core().V1().Pods().Lister()
 		c.hasPodScope = true
 		if err := c.watch(pods.Core().V1().Pods().Informer()); err != nil {
@@ -252,8 +251,13 @@ func (c *Cache) Snapshot(controller string, kong snapshot.Kong, serviceUpstream 
 		s.Secrets[types.NamespacedName{Namespace: sec.Namespace, Name: sec.Name}] = sec
 	}
 	if c.hasPodScope {
-		if pod, err := c.pods.Pods(c.scope.PodNamespace).Get(c.scope.PodName); err == nil {
-			s.Pod = pod
+		if s.Pods, err = c.pods.Pods(c.scope.PodNamespace).List(everything); err != nil {
+			return nil, err
+		}
+		for _, pod := range s.Pods {
+			if pod.Name == c.scope.PodName {
+				s.Pod = pod
+			}
 		}
 	}
 	s.PublishService = c.publishService(s)

@@ -24,6 +24,7 @@ import (
 
 	"github.com/konglet/konglet/informers"
 	"github.com/konglet/konglet/proxy/admin"
+	"github.com/konglet/konglet/sync/leader"
 	"github.com/konglet/konglet/sync/reconcile"
 	"github.com/konglet/konglet/sync/snapshot"
 	"github.com/konglet/konglet/sync/status"
@@ -45,6 +46,8 @@ type config struct {
 	serviceUpstream bool
 	maxConfigBytes  int
 	logLevel        string
+	leaderElection  bool
+	leaseTiming     leader.Timing
 }
 
 func (c *config) flags(fs *flag.FlagSet) {
@@ -63,6 +66,10 @@ func (c *config) flags(fs *flag.FlagSet) {
 	fs.BoolVar(&c.serviceUpstream, "service-upstream", false, "target Services by DNS name instead of Pod IPs (for a mesh); the Service annotation konglet.dev/upstream overrides it")
 	fs.IntVar(&c.maxConfigBytes, "max-config-bytes", 10<<20, "largest configuration sent to Kong (Kong's admin API refuses bodies above nginx_admin_client_max_body_size, 10m by default)")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.BoolVar(&c.leaderElection, "leader-election", true, "elect one replica per Gateway to write statuses (a Lease konglet-<gateway> in the Gateway's namespace)")
+	fs.DurationVar(&c.leaseTiming.LeaseDuration, "lease-duration", 15*time.Second, "how long a leader holds the Lease without renewing it")
+	fs.DurationVar(&c.leaseTiming.RenewDeadline, "lease-renew-deadline", 10*time.Second, "how long the leader keeps trying to renew before it stops writing")
+	fs.DurationVar(&c.leaseTiming.RetryPeriod, "lease-retry-period", 2*time.Second, "how often candidates try to take the Lease")
 }
 
 func runSidecar(args []string, stderr io.Writer) int {
@@ -121,8 +128,20 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	writer := status.NewWriter(gw, cfg.gateways, time.Now)
-	loop := reconcile.New(cache, kong, writer, log, reconcile.NewMetrics(reg), reconcile.Options{
+	var leads func(types.NamespacedName) bool
+	if cfg.leaderElection {
+		identity := cfg.podName
+		if identity == "" {
+			identity, _ = os.Hostname()
+		}
+		leads = leader.Run(ctx, kube, cfg.gateways, identity, cfg.leaseTiming, log, cache.Notify).Leads
+	}
+	writer := status.NewWriter(gw, cfg.gateways, leads, time.Now)
+	var pods reconcile.PodReporter
+	if cfg.podName != "" && cfg.podNamespace != "" {
+		pods = status.NewPodReporter(kube, types.NamespacedName{Namespace: cfg.podNamespace, Name: cfg.podName}, time.Now)
+	}
+	loop := reconcile.New(cache, kong, writer, pods, log, reconcile.NewMetrics(reg), reconcile.Options{
 		ControllerName:   cfg.controllerName,
 		ServiceUpstream:  cfg.serviceUpstream,
 		KongPollInterval: cfg.kongPoll,

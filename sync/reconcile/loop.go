@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
@@ -37,10 +38,15 @@ type Cache interface {
 	Wait(ctx context.Context) error
 }
 
-// StatusWriter writes statuses; nil-able behaviour (a replica that does not
-// lead) is decided by the writer itself.
+// StatusWriter writes statuses; whether this replica leads is the writer's
+// business.
 type StatusWriter interface {
 	Write(ctx context.Context, snap *snapshot.Snapshot, desired translate.Status) (status.Result, error)
+}
+
+// PodReporter sets this replica's load condition on its own Pod.
+type PodReporter interface {
+	Report(ctx context.Context, current *corev1.Pod, want corev1.PodCondition) (bool, error)
 }
 
 // Options tune the loop.
@@ -61,6 +67,7 @@ type Loop struct {
 	cache   Cache
 	kong    Kong
 	status  StatusWriter
+	pods    PodReporter
 	log     *slog.Logger
 	metrics *Metrics
 	opts    Options
@@ -72,8 +79,8 @@ type Loop struct {
 	failures   int
 }
 
-// New returns a loop.
-func New(cache Cache, kong Kong, writer StatusWriter, log *slog.Logger, metrics *Metrics, opts Options) *Loop {
+// New returns a loop. pods may be nil (no Pod to report on).
+func New(cache Cache, kong Kong, writer StatusWriter, pods PodReporter, log *slog.Logger, metrics *Metrics, opts Options) *Loop {
 	if opts.KongPollInterval <= 0 {
 		opts.KongPollInterval = time.Second
 	}
@@ -83,7 +90,7 @@ func New(cache Cache, kong Kong, writer StatusWriter, log *slog.Logger, metrics 
 	if opts.MaxBackoff < opts.MinBackoff {
 		opts.MaxBackoff = 30 * time.Second
 	}
-	l := &Loop{cache: cache, kong: kong, status: writer, log: log, metrics: metrics, opts: opts, now: time.Now, refusals: refusals{}}
+	l := &Loop{cache: cache, kong: kong, status: writer, pods: pods, log: log, metrics: metrics, opts: opts, now: time.Now, refusals: refusals{}}
 	l.loadedHash.Store("")
 	return l
 }
@@ -182,10 +189,11 @@ func (l *Loop) Sync(ctx context.Context) error {
 	}
 	l.refusals.forgetChanged(snap)
 	var result translate.Result
+	var hash string
 	var loadErr error
 	for round := 0; ; round++ {
 		result = translate.Translate(snap, l.refusals.forTranslation())
-		loadErr = l.load(ctx, result.Config)
+		hash, loadErr = l.load(ctx, result.Config)
 		le, refused := admin.IsRefusal(loadErr)
 		if !refused || round == maxRefusalRounds {
 			break
@@ -196,8 +204,15 @@ func (l *Loop) Sync(ctx context.Context) error {
 		l.log.Warn("Kong refused objects; loading the configuration without them", "objects", l.refusals.describe())
 	}
 	l.metrics.refused.Set(float64(len(l.refusals)))
+	if l.pods != nil {
+		if _, err := l.pods.Report(ctx, snap.Pod, status.LoadCondition(hash, loadErr)); err != nil {
+			l.log.Error("reporting the load on the Pod", "error", err.Error())
+		}
+	}
 	if loadErr != nil {
 		markNotProgrammed(&result.Status, loadErr)
+	} else {
+		status.ApplyReplicas(&result.Status, snap, hash)
 	}
 	if l.status != nil {
 		res, err := l.status.Write(ctx, snap, result.Status)
@@ -213,23 +228,24 @@ func (l *Loop) Sync(ctx context.Context) error {
 	return loadErr
 }
 
-// load sends the configuration unless Kong already holds it.
-func (l *Loop) load(ctx context.Context, cfg *declarative.Config) error {
+// load sends the configuration unless Kong already holds it, and returns
+// its hash.
+func (l *Loop) load(ctx context.Context, cfg *declarative.Config) (string, error) {
 	doc, err := declarative.Marshal(cfg)
 	if err != nil {
-		return err
+		return "", err
 	}
 	hash := declarative.Hash(doc)
 	l.metrics.configBytes.Set(float64(len(doc)))
 	l.metrics.kongRoutes.Set(float64(countRoutes(cfg)))
 	if l.opts.MaxConfigBytes > 0 && len(doc) > l.opts.MaxConfigBytes {
 		l.metrics.pushes.WithLabelValues(pushFailed).Inc()
-		return fmt.Errorf("the configuration is %d bytes, above the limit of %d bytes: raise --max-config-bytes (and Kong's nginx_admin_client_max_body_size)", len(doc), l.opts.MaxConfigBytes)
+		return hash, fmt.Errorf("the configuration is %d bytes, above the limit of %d bytes: raise --max-config-bytes (and Kong's nginx_admin_client_max_body_size)", len(doc), l.opts.MaxConfigBytes)
 	}
 	if hash == l.loadedHash.Load().(string) {
 		if current, err := l.kong.ConfigHash(ctx); err == nil && current == hash {
 			l.metrics.pushes.WithLabelValues(pushUnchanged).Inc()
-			return nil
+			return hash, nil
 		}
 	}
 	if err := l.kong.Load(ctx, doc); err != nil {
@@ -238,14 +254,14 @@ func (l *Loop) load(ctx context.Context, cfg *declarative.Config) error {
 			result = pushRefused
 		}
 		l.metrics.pushes.WithLabelValues(result).Inc()
-		return err
+		return hash, err
 	}
 	l.loadedHash.Store(hash)
 	l.ready.Store(true)
 	l.metrics.pushes.WithLabelValues(pushLoaded).Inc()
 	l.metrics.lastSuccess.Set(float64(l.now().Unix()))
 	l.log.Info("Kong loaded the configuration", "hash", hash, "bytes", len(doc), "routes", countRoutes(cfg))
-	return nil
+	return hash, nil
 }
 
 func countRoutes(cfg *declarative.Config) int {

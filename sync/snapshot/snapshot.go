@@ -80,7 +80,10 @@ type Snapshot struct {
 	// listener ports are then checked against Kong's port_maps only).
 	PublishService *corev1.Service
 	// Pod is the Pod konglet runs in (nil offline); it resolves named targetPorts.
-	Pod  *corev1.Pod
+	Pod *corev1.Pod
+	// Pods are the Pods of the own namespace: the peers whose konglet
+	// conditions tell how many replicas hold the configuration.
+	Pods []*corev1.Pod
 	Kong Kong
 	// ServiceUpstream targets Services by DNS name instead of Pod IPs, so that
 	// a mesh balances (DESIGN decision 9); a Service annotation overrides it.

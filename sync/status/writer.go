@@ -27,12 +27,28 @@ type Writer struct {
 	// bound are the Gateways this konglet serves: route parent entries that
 	// point at them and carry our controllerName are ours to write or remove.
 	bound []types.NamespacedName
+	// leads tells whether this replica writes a Gateway's statuses (and its
+	// routes' entries for it); only the elected leader of each does.
+	leads func(types.NamespacedName) bool
 	now   func() time.Time
 }
 
-// NewWriter returns a writer; now is the clock for lastTransitionTime.
-func NewWriter(client gwclient.Interface, bound []types.NamespacedName, now func() time.Time) *Writer {
-	return &Writer{client: client, bound: bound, now: now}
+// NewWriter returns a writer; now is the clock for lastTransitionTime; leads
+// is nil when this replica writes every status (no election).
+func NewWriter(client gwclient.Interface, bound []types.NamespacedName, leads func(types.NamespacedName) bool, now func() time.Time) *Writer {
+	if leads == nil {
+		leads = func(types.NamespacedName) bool { return true }
+	}
+	return &Writer{client: client, bound: bound, leads: leads, now: now}
+}
+
+func (w *Writer) leadsAny() bool {
+	for _, g := range w.bound {
+		if w.leads(g) {
+			return true
+		}
+	}
+	return false
 }
 
 // Result counts what one Write did.
@@ -45,6 +61,9 @@ type Result struct {
 func (w *Writer) Write(ctx context.Context, snap *snapshot.Snapshot, desired translate.Status) (Result, error) {
 	var res Result
 	var errs []error
+	if !w.leadsAny() {
+		return res, nil
+	}
 	now := metav1.NewTime(w.now().Truncate(time.Second))
 	for name, conds := range desired.GatewayClasses {
 		current := snap.GatewayClasses[name]
@@ -56,8 +75,9 @@ func (w *Writer) Write(ctx context.Context, snap *snapshot.Snapshot, desired tra
 		errs = append(errs, err)
 	}
 	for _, current := range snap.Gateways {
-		want, ok := desired.Gateways[types.NamespacedName{Namespace: current.Namespace, Name: current.Name}]
-		if !ok {
+		key := types.NamespacedName{Namespace: current.Namespace, Name: current.Name}
+		want, ok := desired.Gateways[key]
+		if !ok || !w.leads(key) {
 			continue
 		}
 		wrote, err := w.writeGateway(ctx, current, want, now)
@@ -65,7 +85,12 @@ func (w *Writer) Write(ctx context.Context, snap *snapshot.Snapshot, desired tra
 		errs = append(errs, err)
 	}
 	for _, current := range snap.HTTPRoutes {
-		want := desired.HTTPRoutes[types.NamespacedName{Namespace: current.Namespace, Name: current.Name}]
+		var want []gwv1.RouteParentStatus
+		for _, p := range desired.HTTPRoutes[types.NamespacedName{Namespace: current.Namespace, Name: current.Name}] {
+			if w.owns(current.Namespace, p.ParentRef) {
+				want = append(want, p)
+			}
+		}
 		wrote, err := w.writeHTTPRoute(ctx, current, want, snap.ControllerName, now)
 		res.add(wrote)
 		errs = append(errs, err)
@@ -181,7 +206,7 @@ func (w *Writer) writeHTTPRoute(ctx context.Context, current *gwv1.HTTPRoute, wa
 func (w *Writer) mergeParents(routeNamespace string, current, want []gwv1.RouteParentStatus, controller string, now metav1.Time) []gwv1.RouteParentStatus {
 	out := make([]gwv1.RouteParentStatus, 0, len(current)+len(want))
 	for _, p := range current {
-		if string(p.ControllerName) != controller || !w.isBound(routeNamespace, p.ParentRef) {
+		if string(p.ControllerName) != controller || !w.owns(routeNamespace, p.ParentRef) {
 			out = append(out, p)
 		}
 	}
@@ -199,7 +224,9 @@ func (w *Writer) mergeParents(routeNamespace string, current, want []gwv1.RouteP
 	return out
 }
 
-func (w *Writer) isBound(routeNamespace string, ref gwv1.ParentReference) bool {
+// owns tells whether a parent entry is this replica's to write: it points at
+// a bound Gateway that this replica leads.
+func (w *Writer) owns(routeNamespace string, ref gwv1.ParentReference) bool {
 	if (ref.Group != nil && *ref.Group != gwv1.GroupName) || (ref.Kind != nil && *ref.Kind != "Gateway") {
 		return false
 	}
@@ -209,7 +236,7 @@ func (w *Writer) isBound(routeNamespace string, ref gwv1.ParentReference) bool {
 	}
 	for _, b := range w.bound {
 		if b.Namespace == ns && b.Name == string(ref.Name) {
-			return true
+			return w.leads(b)
 		}
 	}
 	return false

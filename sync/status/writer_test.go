@@ -45,7 +45,7 @@ func routeWith(parents ...gwv1.RouteParentStatus) *gwv1.HTTPRoute {
 func write(t *testing.T, route *gwv1.HTTPRoute, want []gwv1.RouteParentStatus) (*fake.Clientset, Result) {
 	t.Helper()
 	client := fake.NewClientset(route)
-	w := NewWriter(client, []types.NamespacedName{bound}, func() time.Time { return t1 })
+	w := NewWriter(client, []types.NamespacedName{bound}, nil, func() time.Time { return t1 })
 	snap := &snapshot.Snapshot{ControllerName: ours, HTTPRoutes: []*gwv1.HTTPRoute{route}}
 	desired := translate.Status{HTTPRoutes: map[types.NamespacedName][]gwv1.RouteParentStatus{{Namespace: "app", Name: "r"}: want}}
 	res, err := w.Write(context.Background(), snap, desired)
@@ -129,7 +129,7 @@ func TestWriterRetriesOnConflict(t *testing.T) {
 		}
 		return false, nil, nil
 	})
-	w := NewWriter(client, []types.NamespacedName{bound}, func() time.Time { return t1 })
+	w := NewWriter(client, []types.NamespacedName{bound}, nil, func() time.Time { return t1 })
 	snap := &snapshot.Snapshot{ControllerName: ours, HTTPRoutes: []*gwv1.HTTPRoute{route}}
 	desired := translate.Status{HTTPRoutes: map[types.NamespacedName][]gwv1.RouteParentStatus{{Namespace: "app", Name: "r"}: {parent(ours, "gw", metav1.ConditionTrue, metav1.Time{})}}}
 	res, err := w.Write(context.Background(), snap, desired)
