@@ -3,9 +3,11 @@
 package declarative
 
 import (
+	"bytes"
 	"crypto/md5"
 	"encoding/hex"
 	"encoding/json"
+	"hash/fnv"
 
 	"github.com/google/uuid"
 )
@@ -27,9 +29,9 @@ type Config struct {
 type Service struct {
 	ID             string   `json:"id"`
 	Name           string   `json:"name"`
-	Protocol       string   `json:"protocol"`
+	Protocol       string   `json:"protocol,omitempty"` // Kong default: http
 	Host           string   `json:"host"`
-	Port           int      `json:"port"`
+	Port           int      `json:"port,omitempty"` // Kong default: 80
 	Path           string   `json:"path,omitempty"`
 	ConnectTimeout int      `json:"connect_timeout,omitempty"`
 	ReadTimeout    int      `json:"read_timeout,omitempty"`
@@ -99,20 +101,34 @@ type SNI struct {
 	Tags []string `json:"tags,omitempty"`
 }
 
-// namespaceKonglet roots every deterministic id, so ids are stable across
-// pushes and replicas (Kong keys its caches and errors by them).
-var namespaceKonglet = uuid.NewSHA1(uuid.NameSpaceURL, []byte("https://konglet.dev/"))
-
-// ID returns the deterministic id of an entity of kind with a unique name.
+// ID returns the deterministic id of an entity of kind with a unique name,
+// the same across pushes and replicas (Kong keys its caches and errors by
+// ids). It is a UUIDv8 from a 128-bit FNV-1a hash: ids need uniqueness,
+// not secrecy, and a sync computes tens of thousands of them.
 func ID(kind, name string) string {
-	return uuid.NewSHA1(namespaceKonglet, []byte(kind+"\x00"+name)).String()
+	h := fnv.New128a()
+	h.Write([]byte(kind))
+	h.Write([]byte{0})
+	h.Write([]byte(name))
+	var u uuid.UUID
+	h.Sum(u[:0])
+	u[6] = u[6]&0x0f | 0x80 // version 8
+	u[8] = u[8]&0x3f | 0x80 // RFC 9562 variant
+	return u.String()
 }
 
 // Marshal encodes the config. The output is deterministic because the
 // translation emits everything in sorted order and maps are sorted by
-// encoding/json.
+// encoding/json. HTML escaping is off: it would turn every && of an
+// expression into \u0026\u0026.
 func Marshal(c *Config) ([]byte, error) {
-	return json.Marshal(c)
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(c); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
 // Hash is what Kong reports as configuration_hash once it has loaded

@@ -198,7 +198,7 @@ func (l *Loop) Sync(ctx context.Context) error {
 		if !refused || round == maxRefusalRounds {
 			break
 		}
-		if !l.refusals.add(snap, le.Entities) {
+		if !l.refusals.add(snap, result, le.Entities) {
 			break // nothing we can trace back to an object: do not loop
 		}
 		l.log.Warn("Kong refused objects; loading the configuration without them", "objects", l.refusals.describe())

@@ -23,10 +23,10 @@ type refusals map[translate.ObjectRef]refusal
 
 // add records the objects behind Kong's flattened errors. It reports false
 // when no error could be traced to an object not already left out.
-func (r refusals) add(snap *snapshot.Snapshot, entities []admin.EntityError) bool {
+func (r refusals) add(snap *snapshot.Snapshot, result translate.Result, entities []admin.EntityError) bool {
 	added := false
 	for _, e := range entities {
-		ref, ok := translate.RefFromTags(e.Tags)
+		ref, ok := result.Owner(e.ID, e.Tags)
 		if !ok {
 			continue
 		}

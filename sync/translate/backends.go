@@ -106,7 +106,7 @@ func (t *translation) upstreamFor(backends []backend) string {
 	// Kong's errors about an upstream or a target are traced back through
 	// these tags: a target to its Service, an upstream to its first one.
 	u := &declarative.Upstream{ID: declarative.ID("upstream", name), Name: name,
-		Tags: objectTags(kindService, backends[0].service.ObjectMeta, "")}
+		Tags: objectTags(kindService, backends[0].service.ObjectMeta)}
 	u.Targets = t.targets(name, backends)
 	t.upstreams[name] = u
 	return name
@@ -137,7 +137,6 @@ func (t *translation) targets(upstream string, backends []backend) []*declarativ
 	type share struct {
 		addrs  []string
 		weight float64
-		tags   []string
 	}
 	shares := make([]share, 0, len(backends))
 	most := 0.0
@@ -148,10 +147,9 @@ func (t *translation) targets(upstream string, backends []backend) []*declarativ
 		}
 		w := float64(b.weight) / float64(len(addrs))
 		most = max(most, w)
-		shares = append(shares, share{addrs, w, objectTags(kindService, b.service.ObjectMeta, "")})
+		shares = append(shares, share{addrs, w})
 	}
 	weights := map[string]int{}
-	tags := map[string][]string{}
 	for _, s := range shares {
 		w := 100
 		if len(shares) > 1 {
@@ -160,14 +158,13 @@ func (t *translation) targets(upstream string, backends []backend) []*declarativ
 		for _, a := range s.addrs {
 			// One Pod behind two Services is one target: Kong refuses duplicates.
 			weights[a] = min(weights[a]+w, math.MaxUint16)
-			if tags[a] == nil {
-				tags[a] = s.tags
-			}
 		}
 	}
 	out := make([]*declarative.Target, 0, len(weights))
 	for a, w := range weights {
-		out = append(out, &declarative.Target{ID: declarative.ID("target", upstream+"/"+a), Target: a, Weight: w, Tags: tags[a]})
+		// Targets carry no tags (they are the most numerous entity): Kong's
+		// errors about one are traced through their upstream (Result.Owner).
+		out = append(out, &declarative.Target{ID: declarative.ID("target", upstream+"/"+a), Target: a, Weight: w})
 	}
 	slices.SortFunc(out, func(a, b *declarative.Target) int { return cmp.Compare(a.Target, b.Target) })
 	return out

@@ -216,16 +216,13 @@ func (t *translation) namespaceAllowed(l *listener, ns string) bool {
 }
 
 // objectTags point a Kong entity back at the Kubernetes object behind it.
-func objectTags(kind string, meta metav1.ObjectMeta, group string) []string {
-	if group == "" {
-		group = "core"
-	}
+// The kind implies the group and version, which are left out: tags are
+// repeated on every entity and count against Kong's body limit.
+func objectTags(kind string, meta metav1.ObjectMeta) []string {
 	tags := []string{
 		"k8s-name:" + meta.Name,
 		"k8s-namespace:" + meta.Namespace,
 		"k8s-kind:" + kind,
-		"k8s-group:" + group,
-		"k8s-version:v1",
 	}
 	if meta.UID != "" {
 		tags = append(tags, "k8s-uid:"+string(meta.UID))
@@ -235,7 +232,7 @@ func objectTags(kind string, meta metav1.ObjectMeta, group string) []string {
 
 // emitHTTPRoute adds the Kong service and routes of every servable rule.
 func (t *translation) emitHTTPRoute(r *gwv1.HTTPRoute, rules []ruleResult, where attachment) {
-	tags := objectTags(kindHTTPRoute, r.ObjectMeta, gwv1.GroupName)
+	tags := objectTags(kindHTTPRoute, r.ObjectMeta)
 	hosts := make([]string, 0, len(where))
 	for h := range where {
 		hosts = append(hosts, h)
@@ -246,12 +243,9 @@ func (t *translation) emitHTTPRoute(r *gwv1.HTTPRoute, rules []ruleResult, where
 		if rule.dropped != "" {
 			continue
 		}
-		svc := &declarative.Service{
-			Name:     fmt.Sprintf("%s.%d", base, rule.index),
-			Protocol: "http",
-			Port:     80,
-			Tags:     tags,
-		}
+		// Protocol and port are Kong's defaults (http, 80); the port only
+		// matters for a host that is not an upstream.
+		svc := &declarative.Service{Name: fmt.Sprintf("%s.%d", base, rule.index), Tags: tags}
 		svc.ID = declarative.ID("service", svc.Name)
 		svc.Host = t.upstreamFor(rule.backends)
 		rule.filters.serviceTimeouts(svc)
@@ -322,12 +316,10 @@ func RefFromTags(tags []string) (ObjectRef, bool) {
 			ref.Namespace = value
 		case "k8s-kind":
 			ref.Kind = value
-		case "k8s-group":
-			ref.Group = value
 		}
 	}
-	if ref.Group == "core" {
-		ref.Group = ""
+	if ref.Kind == kindHTTPRoute {
+		ref.Group = gwv1.GroupName
 	}
 	return ref, ref.Kind != "" && ref.Name != ""
 }

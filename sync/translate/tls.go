@@ -86,7 +86,7 @@ func (t *translation) certificates() []*declarative.Certificate {
 					ID:   declarative.ID("certificate", id),
 					Cert: string(secret.Data[corev1.TLSCertKey]),
 					Key:  string(secret.Data[corev1.TLSPrivateKeyKey]),
-					Tags: objectTags("Secret", secret.ObjectMeta, ""),
+					Tags: objectTags("Secret", secret.ObjectMeta),
 				}
 				bySecret[key] = c
 			}

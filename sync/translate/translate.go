@@ -33,6 +33,23 @@ type Result struct {
 	Status Status
 }
 
+// Owner is the object behind a Kong entity: the one its tags name, or for
+// an untagged target, the one its upstream's tags name. It searches the
+// config, which is fine for the rare refusal and costs nothing otherwise.
+func (r Result) Owner(id string, tags []string) (ObjectRef, bool) {
+	if ref, ok := RefFromTags(tags); ok {
+		return ref, true
+	}
+	for _, u := range r.Config.Upstreams {
+		for _, target := range u.Targets {
+			if target.ID == id {
+				return RefFromTags(u.Tags)
+			}
+		}
+	}
+	return ObjectRef{}, false
+}
+
 // Status holds the desired statuses, without timestamps: the status writer
 // keeps lastTransitionTime where a condition did not change.
 type Status struct {

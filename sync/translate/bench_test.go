@@ -1,0 +1,96 @@
+package translate_test
+
+import (
+	"fmt"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/konglet/konglet/proxy/declarative"
+	"github.com/konglet/konglet/sync/snapshot"
+	"github.com/konglet/konglet/sync/translate"
+)
+
+// benchSnapshot has n HTTPRoutes, each with two matches and one backend, on
+// n Services of three ready endpoints each.
+func benchSnapshot(n int) *snapshot.Snapshot {
+	s := &snapshot.Snapshot{
+		ControllerName: snapshot.DefaultControllerName,
+		GatewayClasses: map[string]*gwv1.GatewayClass{"konglet": {ObjectMeta: metav1.ObjectMeta{Name: "konglet"}, Spec: gwv1.GatewayClassSpec{ControllerName: snapshot.DefaultControllerName}}},
+		Services:       map[types.NamespacedName]*corev1.Service{},
+		EndpointSlices: map[types.NamespacedName][]*discoveryv1.EndpointSlice{},
+		Kong:           snapshot.DefaultKong(snapshot.RouterExpressions),
+	}
+	all := gwv1.NamespacesFromAll
+	s.Gateways = []*gwv1.Gateway{{
+		ObjectMeta: metav1.ObjectMeta{Name: "gw", Namespace: "kong"},
+		Spec: gwv1.GatewaySpec{GatewayClassName: "konglet", Listeners: []gwv1.Listener{{
+			Name: "http", Protocol: gwv1.HTTPProtocolType, Port: 80,
+			AllowedRoutes: &gwv1.AllowedRoutes{Namespaces: &gwv1.RouteNamespaces{From: &all}},
+		}}},
+	}}
+	exact, prefix := gwv1.PathMatchExact, gwv1.PathMatchPathPrefix
+	port := gwv1.PortNumber(80)
+	ready := true
+	for i := range n {
+		ns := fmt.Sprintf("ns-%d", i%100)
+		name := fmt.Sprintf("svc-%d", i)
+		key := types.NamespacedName{Namespace: ns, Name: name}
+		s.Services[key] = &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+			Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80}}}}
+		slice := &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Name: name + "-x", Namespace: ns},
+			Ports: []discoveryv1.EndpointPort{{Name: ptr("http"), Port: ptr(int32(8080))}}}
+		for e := range 3 {
+			slice.Endpoints = append(slice.Endpoints, discoveryv1.Endpoint{
+				Addresses:  []string{fmt.Sprintf("198.18.%d.%d", (i*3+e)/250%250, (i*3+e)%250+1)},
+				Conditions: discoveryv1.EndpointConditions{Ready: &ready},
+			})
+		}
+		s.EndpointSlices[key] = []*discoveryv1.EndpointSlice{slice}
+		s.HTTPRoutes = append(s.HTTPRoutes, &gwv1.HTTPRoute{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("route-%d", i), Namespace: ns},
+			Spec: gwv1.HTTPRouteSpec{
+				CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{{Name: "gw", Namespace: ptr(gwv1.Namespace("kong"))}}},
+				Hostnames:       []gwv1.Hostname{gwv1.Hostname(fmt.Sprintf("app-%d.example.com", i))},
+				Rules: []gwv1.HTTPRouteRule{{
+					Matches: []gwv1.HTTPRouteMatch{
+						{Path: &gwv1.HTTPPathMatch{Type: &exact, Value: ptr("/exact")}},
+						{Path: &gwv1.HTTPPathMatch{Type: &prefix, Value: ptr(fmt.Sprintf("/api/v%d", i%7))}},
+					},
+					BackendRefs: []gwv1.HTTPBackendRef{{BackendRef: gwv1.BackendRef{BackendObjectReference: gwv1.BackendObjectReference{
+						Name: gwv1.ObjectName(name), Port: &port}}}},
+				}},
+			},
+		})
+	}
+	return s
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// BenchmarkTranslate measures snapshot -> Kong config JSON, the work of one
+// sync, and reports the size of the document against Kong's 10 MiB default
+// admin body limit.
+func BenchmarkTranslate(b *testing.B) {
+	for _, n := range []int{1_000, 10_000, 50_000} {
+		b.Run(fmt.Sprintf("routes=%d", n), func(b *testing.B) {
+			snap := benchSnapshot(n)
+			var size int
+			b.ReportAllocs()
+			for b.Loop() {
+				res := translate.Translate(snap, nil)
+				doc, err := declarative.Marshal(res.Config)
+				if err != nil {
+					b.Fatal(err)
+				}
+				size = len(doc)
+			}
+			b.ReportMetric(float64(size), "config-bytes")
+			b.ReportMetric(float64(size)/float64(10<<20)*100, "%-of-10MiB")
+		})
+	}
+}
