@@ -2,9 +2,9 @@ package translate
 
 import (
 	"cmp"
-	"fmt"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -23,17 +23,14 @@ type kongRoute struct {
 	order routeOrder
 }
 
-// routeOrder breaks ties the Gateway API way: oldest route, then
-// namespace/name, then rule and match order.
+// routeOrder breaks ties the Gateway API way: route (ranked oldest first,
+// then by namespace/name, see httpRoutes), then rule and match order.
 type routeOrder struct {
-	created         int64
-	namespace, name string
-	rule, match     int
+	route, rule, match int
 }
 
 func (a routeOrder) compare(b routeOrder) int {
-	return cmp.Or(cmp.Compare(a.created, b.created), cmp.Compare(a.namespace, b.namespace),
-		cmp.Compare(a.name, b.name), cmp.Compare(a.rule, b.rule), cmp.Compare(a.match, b.match))
+	return cmp.Or(cmp.Compare(a.route, b.route), cmp.Compare(a.rule, b.rule), cmp.Compare(a.match, b.match))
 }
 
 // The precedence class packs, from most to least significant: hostname
@@ -74,8 +71,7 @@ func precedenceClass(host string, m gwv1.HTTPRouteMatch) uint64 {
 }
 
 // kongRoute builds the Kong route for one match on one hostname.
-func (t *translation) kongRoute(name, host string, ports map[gwv1.PortNumber]string, m gwv1.HTTPRouteMatch) *kongRoute {
-	portList, protocols := hostList(ports)
+func (t *translation) kongRoute(name, host string, portList []int, protocols []string, m gwv1.HTTPRouteMatch) *kongRoute {
 	r := &declarative.Route{
 		ID:           declarative.ID("route", name),
 		Name:         name,
@@ -119,10 +115,10 @@ func (t *translation) assignPriorities() {
 // httpExpression writes a match in Kong's expressions language. Every clause
 // is parenthesised: the reference parser binds || tighter than &&.
 func httpExpression(host string, ports []int, m gwv1.HTTPRouteMatch) string {
-	var clauses []string
+	clauses := make([]string, 0, 4+len(m.Headers)+len(m.QueryParams))
 	portClauses := make([]string, len(ports))
 	for i, p := range ports {
-		portClauses[i] = fmt.Sprintf("net.dst.port == %d", p)
+		portClauses[i] = "net.dst.port == " + strconv.Itoa(p)
 	}
 	clauses = append(clauses, "("+strings.Join(portClauses, " || ")+")")
 	switch {

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -19,17 +20,20 @@ import (
 type attachment map[string]map[gwv1.PortNumber]string
 
 func (t *translation) httpRoutes() {
+	// The order is the Gateway API's tie-break between routes: oldest first,
+	// then by namespace/name. A route's index in it is its rank.
 	routes := slices.Clone(t.snap.HTTPRoutes)
 	slices.SortFunc(routes, func(a, b *gwv1.HTTPRoute) int {
-		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+		return cmp.Or(a.CreationTimestamp.Compare(b.CreationTimestamp.Time),
+			cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
 	})
-	for _, r := range routes {
-		t.httpRoute(r)
+	for rank, r := range routes {
+		t.httpRoute(r, rank)
 	}
 	t.finishGateways()
 }
 
-func (t *translation) httpRoute(r *gwv1.HTTPRoute) {
+func (t *translation) httpRoute(r *gwv1.HTTPRoute, rank int) {
 	key := types.NamespacedName{Namespace: r.Namespace, Name: r.Name}
 	gen := r.Generation
 	type verdict struct {
@@ -77,7 +81,7 @@ func (t *translation) httpRoute(r *gwv1.HTTPRoute) {
 	}
 	t.status.HTTPRoutes[key] = parents
 	if servable {
-		t.emitHTTPRoute(r, rules, where)
+		t.emitHTTPRoute(r, rank, rules, where)
 	}
 }
 
@@ -231,32 +235,33 @@ func objectTags(kind string, meta metav1.ObjectMeta) []string {
 }
 
 // emitHTTPRoute adds the Kong service and routes of every servable rule.
-func (t *translation) emitHTTPRoute(r *gwv1.HTTPRoute, rules []ruleResult, where attachment) {
+func (t *translation) emitHTTPRoute(r *gwv1.HTTPRoute, rank int, rules []ruleResult, where attachment) {
 	tags := objectTags(kindHTTPRoute, r.ObjectMeta)
 	hosts := make([]string, 0, len(where))
 	for h := range where {
 		hosts = append(hosts, h)
 	}
 	slices.Sort(hosts)
-	base := fmt.Sprintf("httproute.%s.%s", r.Namespace, r.Name)
+	base := "httproute." + r.Namespace + "." + r.Name + "."
 	for _, rule := range rules {
 		if rule.dropped != "" {
 			continue
 		}
 		// Protocol and port are Kong's defaults (http, 80); the port only
 		// matters for a host that is not an upstream.
-		svc := &declarative.Service{Name: fmt.Sprintf("%s.%d", base, rule.index), Tags: tags}
+		ruleBase := base + strconv.Itoa(rule.index)
+		svc := &declarative.Service{Name: ruleBase, Tags: tags}
 		svc.ID = declarative.ID("service", svc.Name)
 		svc.Host = t.upstreamFor(rule.backends)
 		rule.filters.serviceTimeouts(svc)
 		for mi, m := range rule.matches {
 			for hi, h := range hosts {
-				name := fmt.Sprintf("%s.%d.%d.%d", base, rule.index, mi, hi)
-				ports, _ := hostList(where[h])
+				name := ruleBase + "." + strconv.Itoa(mi) + "." + strconv.Itoa(hi)
+				ports, protocols := hostList(where[h])
 				plugins := rule.filters.plugins(name, h, ports, tags)
-				kr := t.kongRoute(name, h, where[h], m)
+				kr := t.kongRoute(name, h, ports, protocols, m)
 				kr.route.Tags = tags
-				kr.order = routeOrder{created: r.CreationTimestamp.UnixNano(), namespace: r.Namespace, name: r.Name, rule: rule.index, match: mi}
+				kr.order = routeOrder{route: rank, rule: rule.index, match: mi}
 				kr.route.Plugins = plugins
 				if len(rule.backends) == 0 && !redirects(plugins) {
 					kr.route.Plugins = append(kr.route.Plugins, t.noBackendPlugin(name, tags))
