@@ -1,0 +1,722 @@
+package kongdouble
+
+import (
+	"fmt"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Request describes a request arriving at one of Kong's proxy listeners.
+type Request struct {
+	ListenPort int    // the Kong listen port that accepted the connection (e.g. 8000)
+	TLS        bool   // https / grpcs
+	SNI        string // TLS server name
+	Method     string // default GET
+	Host       string // Host header, may include ":port"
+	Path       string // may include "?query"
+	Headers    http.Header
+	SrcIP      string // client address, default 127.0.0.1
+	SrcPort    int    // client port, default 40000
+	DstIP      string // address the connection arrived on, default the listener's (127.0.0.1 for 0.0.0.0)
+}
+
+// Target is one upstream target with a positive weight.
+type Target struct {
+	Target string // "10.0.0.1:8080"
+	Weight int
+}
+
+// Decision is what Kong would do with a request: which route matched and
+// where it would proxy.
+type Decision struct {
+	RouteName, RouteID string
+	ServiceName        string
+	ServiceHost        string // an upstream name or a plain host
+	ServicePort        int
+	ServicePath        string
+	UpstreamName       string   // "" when the service host is not an upstream
+	Targets            []Target // the upstream's targets with weight > 0, sorted by Target
+	StripPath          bool
+	PreserveHost       bool
+	Plugins            []map[string]any // route, service and global plugins that apply, in execution order
+	// RedirectStatus is non-zero when Kong answers instead of proxying
+	// because the route only accepts https/grpcs (426 or the route's
+	// https_redirect_status_code).
+	RedirectStatus int
+}
+
+type matcher struct {
+	priority uint64
+	id       string
+	route    map[string]any
+	expr     exprNode
+}
+
+type router struct {
+	matchers []matcher
+	fields   map[string]bool
+}
+
+var streamProtocols = []any{"tcp", "tls", "udp", "tls_passthrough"}
+
+func strList(v any) []string {
+	seq, _ := asSeq(v)
+	out := make([]string, 0, len(seq))
+	for _, e := range seq {
+		if s, ok := e.(string); ok {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func isStreamRoute(route map[string]any) bool {
+	ps := strList(route["protocols"])
+	return len(ps) > 0 && isOneOf(ps[0], streamProtocols)
+}
+
+// escapeStr is transform.lua's escape_str.
+func escapeStr(s string) string {
+	if !strings.Contains(s, `"#`) {
+		return `r#"` + s + `"#`
+	}
+	s = strings.ReplaceAll(s, `\`, `\\`)
+	return `"` + strings.ReplaceAll(s, `"`, `\"`) + `"`
+}
+
+func genForField(name string, vals []string, op func(string) string, val func(op, v string) string) string {
+	if len(vals) == 0 {
+		return ""
+	}
+	parts := make([]string, len(vals))
+	for i, v := range vals {
+		o := op(v)
+		if val != nil {
+			v = val(o, v)
+		}
+		parts[i] = fmt.Sprintf("%s %s %s", name, o, escapeStr(v))
+	}
+	return "(" + strings.Join(parts, " || ") + ")"
+}
+
+func constOp(op string) func(string) string { return func(string) string { return op } }
+
+func genForNets(ipField, portField string, v any) string {
+	seq, _ := asSeq(v)
+	if len(seq) == 0 {
+		return ""
+	}
+	var parts []string
+	for _, e := range seq {
+		m, _ := e.(map[string]any)
+		var ip, port string
+		if s, ok := m["ip"].(string); ok {
+			// Kong masks IPv4 CIDRs only (parse_ip_addr has a FIXME for IPv6).
+			if pfx, err := netip.ParsePrefix(s); err == nil && pfx.Addr().Is4() {
+				ip = ipField + " in " + pfx.Masked().String()
+			} else if err == nil {
+				ip = ipField + " in " + s
+			} else {
+				ip = ipField + " == " + s
+			}
+		}
+		if n, ok := m["port"].(float64); ok {
+			port = portField + " == " + strconv.Itoa(int(n))
+		}
+		switch {
+		case ip == "":
+			parts = append(parts, port)
+		case port == "":
+			parts = append(parts, ip)
+		default:
+			parts = append(parts, "("+ip+" && "+port+")")
+		}
+	}
+	return "(" + strings.Join(parts, " || ") + ")"
+}
+
+var reNamedGroup = regexp.MustCompile(`\?<`)
+
+// compatExpression is transform.lua's get_expression for a route defined
+// with traditional fields.
+func compatExpression(route map[string]any) string {
+	var parts []string
+	if g := genForField("tls.sni", strList(route["snis"]), func(sni string) string {
+		switch {
+		case strings.HasPrefix(sni, "*"):
+			return "=^"
+		case strings.HasSuffix(sni, "*"):
+			return "^="
+		}
+		return "=="
+	}, func(op, sni string) string {
+		if op == "^=" {
+			return sni[:len(sni)-1]
+		}
+		if len(sni) > 1 && strings.HasSuffix(sni, ".") {
+			sni = sni[:len(sni)-1]
+		}
+		if op == "=^" {
+			sni = sni[1:]
+		}
+		return sni
+	}); g != "" {
+		proto := "https"
+		if isStreamRoute(route) {
+			proto = "tls"
+		}
+		parts = append(parts, `(net.protocol != r#"`+proto+`"# || `+g+")")
+	}
+	for _, n := range [][3]string{{"sources", "net.src.ip", "net.src.port"}, {"destinations", "net.dst.ip", "net.dst.port"}} {
+		if g := genForNets(n[1], n[2], route[n[0]]); g != "" {
+			parts = append(parts, g)
+		}
+	}
+	if isStreamRoute(route) {
+		return strings.Join(parts, " && ")
+	}
+	if g := genForField("http.method", strList(route["methods"]), constOp("=="), nil); g != "" {
+		parts = append(parts, g)
+	}
+	if hosts := strList(route["hosts"]); len(hosts) > 0 {
+		var hs []string
+		for _, h := range hosts {
+			host, port, hasPort := splitHostPort(h)
+			op := "=="
+			switch {
+			case strings.HasPrefix(host, "*"):
+				op, host = "=^", host[1:]
+			case strings.HasSuffix(host, "*"):
+				op, host = "^=", host[:len(host)-1]
+			}
+			e := `http.host ` + op + ` r#"` + host + `"#`
+			if hasPort {
+				e = "(" + e + " && net.dst.port == " + strconv.Itoa(port) + ")"
+			}
+			hs = append(hs, e)
+		}
+		parts = append(parts, "("+strings.Join(hs, " || ")+")")
+	}
+	if g := genForField("http.path", strList(route["paths"]), func(p string) string {
+		if strings.HasPrefix(p, "~") {
+			return "~"
+		}
+		return "^="
+	}, func(op, p string) string {
+		if op == "~" {
+			return "^" + reNamedGroup.ReplaceAllString(p[1:], "?P<")
+		}
+		return p
+	}); g != "" {
+		parts = append(parts, g)
+	}
+	if headers, ok := route["headers"].(map[string]any); ok && len(headers) > 0 {
+		var hs []string
+		for _, name := range sortedKeys(headers) {
+			field := "any(lower(http.headers." + strings.ReplaceAll(strings.ToLower(name), "-", "_") + "))"
+			var vs []string
+			for _, v := range strList(headers[name]) {
+				op := "=="
+				if strings.HasPrefix(v, "~*") {
+					op, v = "~", v[2:]
+				}
+				vs = append(vs, field+" "+op+" "+escapeStr(strings.ToLower(v)))
+			}
+			hs = append(hs, "("+strings.Join(vs, " || ")+")")
+		}
+		parts = append(parts, strings.Join(hs, " && "))
+	}
+	return strings.Join(parts, " && ")
+}
+
+func isEmptyField(v any) bool {
+	switch x := v.(type) {
+	case nil:
+		return true
+	case []any:
+		return len(x) == 0
+	case map[string]any:
+		return len(x) == 0
+	}
+	return false
+}
+
+const expressionOnlyBits = uint64(0xFF) << 56
+
+// compatPriority is transform.lua's get_priority for an http route (paths
+// already grouped so that they share one kind and length).
+func compatPriority(route map[string]any) uint64 {
+	weight := uint64(0)
+	for _, f := range []string{"sources", "destinations", "methods", "hosts", "snis"} {
+		if !isEmptyField(route[f]) {
+			weight++
+		}
+	}
+	headers, _ := route["headers"].(map[string]any)
+	headerCount := uint64(min(len(headers), 255))
+	if headerCount > 0 {
+		weight++
+	}
+	_, hostsIsTable := asSeq(route["hosts"])
+	plainHostOnly := hostsIsTable
+	for _, h := range strList(route["hosts"]) {
+		if strings.Contains(h, "*") {
+			plainHostOnly = false
+		}
+	}
+	uriLength, regexURL := 0, false
+	if paths := strList(route["paths"]); len(paths) > 0 {
+		weight++
+		if strings.HasPrefix(paths[0], "~") {
+			regexURL = true
+		} else {
+			uriLength = len(paths[0])
+		}
+	}
+	p := weight<<61 | headerCount<<52 | uint64(uriLength&0x7FFFF)
+	if plainHostOnly {
+		p |= 1 << 60
+	}
+	if regexURL {
+		rp, _ := route["regex_priority"].(float64)
+		p |= 1<<51 | uint64(uint32(int64(rp)))<<19
+	}
+	return p
+}
+
+// groupPaths splits paths by kind and length, in order of first appearance,
+// as the compat router does before computing priorities.
+func groupPaths(paths []string) [][]string {
+	var groups [][]string
+	index := map[int]int{}
+	for _, p := range paths {
+		k := len(p)
+		if strings.HasPrefix(p, "~") {
+			k = -1
+		}
+		if i, ok := index[k]; ok {
+			groups[i] = append(groups[i], p)
+			continue
+		}
+		index[k] = len(groups)
+		groups = append(groups, []string{p})
+	}
+	return groups
+}
+
+var reNetPort = regexp.MustCompile(`(net\.port)(\s*)([=><!])`)
+
+func protocolClause(protocols []string) string {
+	if len(protocols) == 1 && isOneOf(protocols[0], []any{"https", "tls", "tls_passthrough"}) {
+		return ""
+	}
+	override := map[string]string{"tls_passthrough": "tcp", "grpc": "http", "grpcs": "https"}
+	return genForField("net.protocol", protocols, constOp("=="), func(_, p string) string {
+		if o, ok := override[p]; ok {
+			return o
+		}
+		return p
+	})
+}
+
+// routeExpression is the expression a route is validated with: its own
+// expression (net.port amended) or the one derived from traditional fields.
+func routeExpression(route map[string]any) string {
+	if e, ok := route["expression"].(string); ok {
+		return reNetPort.ReplaceAllString(e, "net.dst.port$2$3")
+	}
+	return compatExpression(route)
+}
+
+var reSegmentSuffix = regexp.MustCompile(`^(0|[1-9]\d*)(_([1-9]\d*))?$`)
+
+// validateRouteExpression is the routes schema's validate_route check.
+func validateRouteExpression(in map[string]any) string {
+	const prefix = "Router Expression failed validation: "
+	const fieldsList = "'methods', 'hosts', 'paths', 'headers', 'snis', 'sources' or 'destinations'"
+	exprEmpty := in["expression"] == nil
+	othersEmpty := true
+	for _, f := range []string{"snis", "sources", "destinations", "methods", "hosts", "paths", "headers"} {
+		if !isEmptyField(in[f]) {
+			othersEmpty = false
+		}
+	}
+	rp, _ := in["regex_priority"].(float64)
+	prio, _ := in["priority"].(float64)
+	switch {
+	case exprEmpty && othersEmpty:
+		return ""
+	case !exprEmpty && !othersEmpty:
+		return prefix + "cannot set 'expression' with " + fieldsList + " simultaneously"
+	case !exprEmpty && rp != 0:
+		return prefix + "cannot set 'regex_priority' with 'expression' simultaneously"
+	case !othersEmpty && prio != 0:
+		return prefix + "cannot set 'priority' with " + fieldsList + " simultaneously"
+	}
+	schema := httpATCSchema
+	if isStreamRoute(in) {
+		schema = streamATCSchema
+	}
+	fields, msg := validateATC(schema, routeExpression(in))
+	if msg != "" {
+		return prefix + msg
+	}
+	for _, f := range fields {
+		if suffix, ok := strings.CutPrefix(f, "http.path.segments."); ok && suffix != "len" {
+			m := reSegmentSuffix.FindStringSubmatch(suffix)
+			if m == nil || (m[2] != "" && atoi(m[1]) >= atoi(m[3])) {
+				return prefix + "illformed http.path.segments.* field"
+			}
+		}
+	}
+	return ""
+}
+
+func atoi(s string) int {
+	n, _ := strconv.Atoi(s)
+	return n
+}
+
+// buildRouter compiles the loaded http routes into matchers ordered as the
+// ATC router tries them: descending priority, then descending id.
+func buildRouter(l *loaded, flavor string) *router {
+	rt := &router{fields: map[string]bool{}}
+	add := func(id string, prio uint64, route map[string]any, exp string) {
+		n, err := parseATC(exp)
+		if err != nil {
+			return // only possible with the traditional flavor's PCRE-only regexes
+		}
+		collectFields(n, rt.fields)
+		rt.matchers = append(rt.matchers, matcher{priority: prio, id: id, route: route, expr: n})
+	}
+	for _, id := range l.sortedIDs("routes") {
+		route := l.entities["routes"][id]
+		if isStreamRoute(route) {
+			continue
+		}
+		protocols := strList(route["protocols"])
+		clause := ""
+		if flavor == "expressions" {
+			clause = protocolClause(protocols)
+		}
+		withClause := func(exp string) string {
+			if clause == "" {
+				return exp
+			}
+			return exp + " && " + clause
+		}
+		if _, ok := route["expression"].(string); ok {
+			prio, _ := route["priority"].(float64)
+			add(id, expressionOnlyBits|uint64(prio), route, withClause(routeExpression(route)))
+			continue
+		}
+		groups := groupPaths(strList(route["paths"]))
+		if len(groups) <= 1 {
+			add(id, compatPriority(route), route, withClause(compatExpression(route)))
+			continue
+		}
+		for i, g := range groups {
+			split := map[string]any{}
+			for k, v := range route {
+				split[k] = v
+			}
+			paths := make([]any, len(g))
+			for j, p := range g {
+				paths[j] = p
+			}
+			split["paths"] = paths
+			add(uuidV5(splitRouteNamespace, fmt.Sprintf("%s#%d", id, i+1)), compatPriority(split), route, withClause(compatExpression(split)))
+		}
+	}
+	sort.SliceStable(rt.matchers, func(i, j int) bool {
+		a, b := rt.matchers[i], rt.matchers[j]
+		if a.priority != b.priority {
+			return a.priority > b.priority
+		}
+		return a.id > b.id
+	})
+	return rt
+}
+
+func collectFields(n exprNode, into map[string]bool) {
+	switch x := n.(type) {
+	case logicalNode:
+		collectFields(x.l, into)
+		if x.r != nil {
+			collectFields(x.r, into)
+		}
+	case predicateNode:
+		into[x.field] = true
+	}
+}
+
+// requestContext extracts the router fields from a request, as
+// kong/router/fields.lua does.
+func (d *Double) requestContext(req Request, fields map[string]bool) atcContext {
+	ctx := atcContext{}
+	str := func(f, v string) { ctx[f] = []atcValue{{kind: vString, str: v}} }
+	scheme := "http"
+	if req.TLS {
+		scheme = "https"
+	}
+	str("net.protocol", scheme)
+	if req.TLS && req.SNI != "" {
+		str("tls.sni", req.SNI)
+	}
+	method := req.Method
+	if method == "" {
+		method = http.MethodGet
+	}
+	str("http.method", method)
+
+	hostHeader := req.Host
+	if hostHeader == "" {
+		hostHeader = req.Headers.Get("Host")
+	}
+	host, hostPort, hasPort := splitHostPort(hostHeader)
+	if host != "" {
+		str("http.host", host)
+	}
+
+	rawPath, rawQuery, _ := strings.Cut(req.Path, "?")
+	if rawPath == "" {
+		rawPath = "/"
+	}
+	path := normalizePath(rawPath)
+	str("http.path", path)
+	segments := strings.Split(strings.TrimPrefix(path, "/"), "/")
+	ctx["http.path.segments.len"] = []atcValue{{kind: vInt, num: int64(len(segments))}}
+
+	listen := d.listenPort(req)
+	dstPort := listen
+	switch {
+	case hasPort:
+		dstPort = hostPort
+	case d.portMaps[listen] != 0:
+		dstPort = d.portMaps[listen]
+	}
+	ctx["net.dst.port"] = []atcValue{{kind: vInt, num: int64(dstPort)}}
+	srcIP, srcPort, dstIP := req.SrcIP, req.SrcPort, req.DstIP
+	if srcIP == "" {
+		srcIP = "127.0.0.1"
+	}
+	if srcPort == 0 {
+		srcPort = 40000
+	}
+	if dstIP == "" {
+		dstIP = d.listenIP(listen)
+	}
+	ctx["net.src.port"] = []atcValue{{kind: vInt, num: int64(srcPort)}}
+	if a, err := netip.ParseAddr(srcIP); err == nil {
+		ctx["net.src.ip"] = []atcValue{{kind: vIP, ip: a}}
+	}
+	if a, err := netip.ParseAddr(dstIP); err == nil {
+		ctx["net.dst.ip"] = []atcValue{{kind: vIP, ip: a}}
+	}
+
+	headers := map[string][]string{}
+	for k, vs := range req.Headers {
+		headers[strings.ToLower(k)] = append(headers[strings.ToLower(k)], vs...)
+	}
+	if hostHeader != "" && headers["host"] == nil {
+		headers["host"] = []string{hostHeader}
+	}
+	queries, _ := url.ParseQuery(rawQuery)
+	for f := range fields {
+		switch {
+		case strings.HasPrefix(f, "http.headers."):
+			name := strings.TrimPrefix(f, "http.headers.")
+			vs, ok := headers[name]
+			if !ok {
+				vs, ok = headers[strings.ReplaceAll(name, "_", "-")]
+			}
+			if ok {
+				ctx[f] = stringValues(vs)
+			}
+		case strings.HasPrefix(f, "http.queries."):
+			if vs, ok := queries[strings.TrimPrefix(f, "http.queries.")]; ok {
+				ctx[f] = stringValues(vs)
+			}
+		case strings.HasPrefix(f, "http.path.segments.") && f != "http.path.segments.len":
+			if v, ok := pathSegments(segments, strings.TrimPrefix(f, "http.path.segments.")); ok {
+				str(f, v)
+			}
+		}
+	}
+	return ctx
+}
+
+func stringValues(vs []string) []atcValue {
+	out := make([]atcValue, len(vs))
+	for i, v := range vs {
+		out[i] = atcValue{kind: vString, str: v}
+	}
+	return out
+}
+
+// pathSegments resolves http.path.segments.N and .N_M (0-based, M inclusive).
+func pathSegments(segments []string, rng string) (string, bool) {
+	a, b, isRange := strings.Cut(rng, "_")
+	from, err := strconv.Atoi(a)
+	if err != nil || from < 0 {
+		return "", false
+	}
+	if !isRange {
+		if from < len(segments) {
+			return segments[from], true
+		}
+		return "", false
+	}
+	to, err := strconv.Atoi(b)
+	if err != nil || from >= to || from > len(segments)-1 || to > len(segments)-1 {
+		return "", false
+	}
+	return strings.Join(segments[from:to+1], "/"), true
+}
+
+// Route answers which route, service and upstream Kong would pick for req
+// with the currently loaded configuration.
+func (d *Double) Route(req Request) (Decision, bool) {
+	d.mu.Lock()
+	rt, cfg := d.router, d.config
+	d.mu.Unlock()
+	if rt == nil || cfg == nil {
+		return Decision{}, false
+	}
+	ctx := d.requestContext(req, rt.fields)
+	for _, m := range rt.matchers {
+		if evalATC(m.expr, ctx) {
+			return decide(cfg, m.route, req), true
+		}
+	}
+	return Decision{}, false
+}
+
+func refID(v any) string {
+	m, _ := v.(map[string]any)
+	id, _ := m["id"].(string)
+	return id
+}
+
+func decide(cfg *loaded, route map[string]any, req Request) Decision {
+	dec := Decision{}
+	dec.RouteID, _ = route["id"].(string)
+	dec.RouteName, _ = route["name"].(string)
+	dec.StripPath, _ = route["strip_path"].(bool)
+	dec.PreserveHost, _ = route["preserve_host"].(bool)
+	protocols := strList(route["protocols"])
+	switch {
+	case !req.TLS && containsStr(protocols, "https") && !containsStr(protocols, "http"):
+		code, _ := route["https_redirect_status_code"].(float64)
+		dec.RedirectStatus = int(code)
+	case !req.TLS && containsStr(protocols, "grpcs") && !containsStr(protocols, "grpc"):
+		dec.RedirectStatus = http.StatusUpgradeRequired
+	}
+	serviceID := refID(route["service"])
+	if svc := cfg.entities["services"][serviceID]; svc != nil {
+		dec.ServiceName, _ = svc["name"].(string)
+		dec.ServiceHost, _ = svc["host"].(string)
+		port, _ := svc["port"].(float64)
+		dec.ServicePort = int(port)
+		dec.ServicePath, _ = svc["path"].(string)
+		for _, uid := range cfg.sortedIDs("upstreams") {
+			up := cfg.entities["upstreams"][uid]
+			if up["name"] != dec.ServiceHost {
+				continue
+			}
+			dec.UpstreamName = dec.ServiceHost
+			for _, tid := range cfg.sortedIDs("targets") {
+				t := cfg.entities["targets"][tid]
+				w, _ := t["weight"].(float64)
+				if refID(t["upstream"]) == uid && w > 0 {
+					dec.Targets = append(dec.Targets, Target{Target: targetWithPort(t["target"].(string)), Weight: int(w)})
+				}
+			}
+			sort.Slice(dec.Targets, func(i, j int) bool { return dec.Targets[i].Target < dec.Targets[j].Target })
+		}
+	}
+	dec.Plugins = applicablePlugins(cfg, dec.RouteID, serviceID, req, protocols)
+	return dec
+}
+
+// targetWithPort adds the default target port (8000) Kong's balancer uses.
+func targetWithPort(t string) string {
+	h, err := normalizeIP(t)
+	if err != "" {
+		return t
+	}
+	port := 8000
+	if h.hasPort {
+		port = h.port
+	}
+	host := h.host
+	if h.typ == "ipv6" {
+		host = "[" + host + "]"
+	}
+	return host + ":" + strconv.Itoa(port)
+}
+
+// applicablePlugins keeps, per plugin name, the most specific enabled
+// plugin (route+service > route > service > global) that runs for the
+// request's protocol, ordered by handler priority.
+func applicablePlugins(cfg *loaded, routeID, serviceID string, req Request, routeProtocols []string) []map[string]any {
+	proto := "http"
+	if req.TLS {
+		proto = "https"
+	}
+	if !containsStr(routeProtocols, "http") && !containsStr(routeProtocols, "https") && (containsStr(routeProtocols, "grpc") || containsStr(routeProtocols, "grpcs")) {
+		proto = map[bool]string{false: "grpc", true: "grpcs"}[req.TLS]
+	}
+	best := map[string]map[string]any{}
+	rank := map[string]int{}
+	for _, id := range cfg.sortedIDs("plugins") {
+		p := cfg.entities["plugins"][id]
+		if p["enabled"] != true || refID(p["consumer"]) != "" || !containsStr(strList(p["protocols"]), proto) {
+			continue
+		}
+		r, s := refID(p["route"]), refID(p["service"])
+		score := 0
+		switch {
+		case r != "" && s != "":
+			if r != routeID || s != serviceID {
+				continue
+			}
+			score = 3
+		case r != "":
+			if r != routeID {
+				continue
+			}
+			score = 2
+		case s != "":
+			if s != serviceID || serviceID == "" {
+				continue
+			}
+			score = 1
+		}
+		name, _ := p["name"].(string)
+		if cur, ok := rank[name]; !ok || score > cur {
+			best[name], rank[name] = p, score
+		}
+	}
+	names := make([]string, 0, len(best))
+	for n := range best {
+		names = append(names, n)
+	}
+	sort.Slice(names, func(i, j int) bool {
+		pi, pj := bundledPlugins[names[i]], bundledPlugins[names[j]]
+		if pi != pj {
+			return pi > pj
+		}
+		return names[i] < names[j]
+	})
+	out := make([]map[string]any, len(names))
+	for i, n := range names {
+		out[i] = deepCopy(best[n]).(map[string]any)
+	}
+	return out
+}
