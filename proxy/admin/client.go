@@ -53,18 +53,19 @@ type Info struct {
 	EnabledPlugins map[string]bool
 }
 
+// rootAnswer is the part of GET / konglet reads; the listeners are inside
+// "configuration", next to the kong.conf properties.
 type rootAnswer struct {
-	Version         string   `json:"version"`
-	NodeID          string   `json:"node_id"`
-	ProxyListeners  []Listen `json:"proxy_listeners"`
-	StreamListeners []Listen `json:"stream_listeners"`
-	Plugins         struct {
+	Version string `json:"version"`
+	NodeID  string `json:"node_id"`
+	Plugins struct {
 		AvailableOnServer map[string]json.RawMessage `json:"available_on_server"`
 	} `json:"plugins"`
 	Configuration struct {
-		RouterFlavor string          `json:"router_flavor"`
-		PortMaps     json.RawMessage `json:"port_maps"`
-		Plugins      []string        `json:"plugins"`
+		RouterFlavor    string          `json:"router_flavor"`
+		PortMaps        json.RawMessage `json:"port_maps"`
+		ProxyListeners  []Listen        `json:"proxy_listeners"`
+		StreamListeners []Listen        `json:"stream_listeners"`
 	} `json:"configuration"`
 }
 
@@ -82,8 +83,8 @@ func (c *Client) Info(ctx context.Context) (Info, error) {
 		Version:         root.Version,
 		NodeID:          root.NodeID,
 		RouterFlavor:    root.Configuration.RouterFlavor,
-		ProxyListeners:  root.ProxyListeners,
-		StreamListeners: root.StreamListeners,
+		ProxyListeners:  root.Configuration.ProxyListeners,
+		StreamListeners: root.Configuration.StreamListeners,
 		PortMaps:        parsePortMaps(root.Configuration.PortMaps),
 		EnabledPlugins:  map[string]bool{},
 	}

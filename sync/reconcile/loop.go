@@ -188,6 +188,8 @@ func (l *Loop) Sync(ctx context.Context) error {
 		return err
 	}
 	l.refusals.forgetChanged(snap)
+	l.log.Debug("snapshot", "gateways", len(snap.Gateways), "httproutes", len(snap.HTTPRoutes), "services", len(snap.Services),
+		"router", snap.Kong.RouterFlavor, "publish_service", snap.PublishService != nil)
 	var result translate.Result
 	var hash string
 	var loadErr error
@@ -236,6 +238,9 @@ func (l *Loop) load(ctx context.Context, cfg *declarative.Config) (string, error
 		return "", err
 	}
 	hash := declarative.Hash(doc)
+	if cfg.Empty() {
+		hash = declarative.EmptyHash // what Kong reports for a config without entities
+	}
 	l.metrics.configBytes.Set(float64(len(doc)))
 	l.metrics.kongRoutes.Set(float64(countRoutes(cfg)))
 	if l.opts.MaxConfigBytes > 0 && len(doc) > l.opts.MaxConfigBytes {
