@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
 	gwclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
 	"github.com/konglet/konglet/informers"
@@ -86,6 +87,8 @@ func runSidecar(args []string, stderr io.Writer) int {
 		return 2
 	}
 	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
+	// client-go logs through klog: send it to the same JSON stream.
+	klog.SetSlogLogger(log)
 	if len(cfg.gateways) == 0 {
 		log.Error("no Gateway to serve: set --gateway namespace/name (or KONGLET_GATEWAY)")
 		return 2

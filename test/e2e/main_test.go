@@ -150,7 +150,7 @@ func eventually(t *testing.T, timeout time.Duration, what string, check func() e
 		}
 		select {
 		case <-deadline.C:
-			t.Errorf("%s: not true after %v: %v", what, timeout, err); return
+			t.Fatalf("%s: not true after %v: %v", what, timeout, err)
 		case <-poll.C:
 		}
 	}
