@@ -35,7 +35,7 @@ lint:
 
 ## fuzz: run the translation fuzzer for a while (the checked-in corpus runs in `make test`)
 fuzz:
-	$(GO) test ./sync/translate -run '^$$' -fuzz FuzzTranslate -fuzztime 2m
+	$(GO) test ./sync/translate -run '^$$' -fuzz FuzzTranslate -fuzztime 2m -fuzzminimizetime 10s
 
 ## bench: the benchmarks (not part of `make test`)
 bench: tools
