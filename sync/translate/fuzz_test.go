@@ -125,3 +125,7 @@ func load(kong *kongdouble.Double, doc []byte) (int, string) {
 	kong.ServeHTTP(rec, req)
 	return rec.Code, rec.Body.String()
 }
+
+func declarativeJSON(res translate.Result) ([]byte, error) {
+	return declarative.Marshal(res.Config)
+}
