@@ -82,7 +82,9 @@ func (w *world) create(obj any) {
 	switch o := obj.(type) {
 	case *corev1.Namespace:
 		_, err = env.Kube.CoreV1().Namespaces().Create(w.ctx, o, metav1.CreateOptions{})
-		w.t.Cleanup(func() { _ = env.Kube.CoreV1().Namespaces().Delete(context.Background(), o.Name, metav1.DeleteOptions{}) })
+		w.t.Cleanup(func() {
+			_ = env.Kube.CoreV1().Namespaces().Delete(context.Background(), o.Name, metav1.DeleteOptions{})
+		})
 	case *corev1.Service:
 		_, err = env.Kube.CoreV1().Services(o.Namespace).Create(w.ctx, o, metav1.CreateOptions{})
 	case *discoveryv1.EndpointSlice:
