@@ -138,11 +138,3 @@ func Hash(document []byte) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// EmptyHash is the configuration_hash of a Kong that holds no configuration,
-// and also what Kong reports after loading a config without entities.
-const EmptyHash = "00000000000000000000000000000000"
-
-// Empty tells whether the config has no entities at all.
-func (c *Config) Empty() bool {
-	return len(c.Services) == 0 && len(c.Upstreams) == 0 && len(c.Certificates) == 0
-}

@@ -73,7 +73,6 @@ type Loop struct {
 	opts    Options
 	now     func() time.Time
 
-	ready      atomic.Bool
 	loadedHash atomic.Value // string: the hash Kong confirmed last
 	refusals   refusals
 	failures   int
@@ -95,8 +94,10 @@ func New(cache Cache, kong Kong, writer StatusWriter, pods PodReporter, log *slo
 	return l
 }
 
-// Ready tells whether Kong has loaded a configuration from this konglet.
-func (l *Loop) Ready() bool { return l.ready.Load() }
+// Ready tells whether Kong holds a configuration from this konglet: false
+// until the first load, and again while a Kong that lost it (restarted)
+// waits to be loaded.
+func (l *Loop) Ready() bool { return l.loadedHash.Load().(string) != "" }
 
 // Run syncs until ctx ends. Nothing is pushed before the caches have synced,
 // so Kong never receives a configuration built from a partial view.
@@ -238,9 +239,6 @@ func (l *Loop) load(ctx context.Context, cfg *declarative.Config) (string, error
 		return "", err
 	}
 	hash := declarative.Hash(doc)
-	if cfg.Empty() {
-		hash = declarative.EmptyHash // what Kong reports for a config without entities
-	}
 	l.metrics.configBytes.Set(float64(len(doc)))
 	l.metrics.kongRoutes.Set(float64(countRoutes(cfg)))
 	if l.opts.MaxConfigBytes > 0 && len(doc) > l.opts.MaxConfigBytes {
@@ -250,6 +248,7 @@ func (l *Loop) load(ctx context.Context, cfg *declarative.Config) (string, error
 	if hash == l.loadedHash.Load().(string) {
 		if current, err := l.kong.ConfigHash(ctx); err == nil && current == hash {
 			l.metrics.pushes.WithLabelValues(pushUnchanged).Inc()
+			l.metrics.lastSuccess.Set(float64(l.now().Unix()))
 			return hash, nil
 		}
 	}
@@ -262,7 +261,6 @@ func (l *Loop) load(ctx context.Context, cfg *declarative.Config) (string, error
 		return hash, err
 	}
 	l.loadedHash.Store(hash)
-	l.ready.Store(true)
 	l.metrics.pushes.WithLabelValues(pushLoaded).Inc()
 	l.metrics.lastSuccess.Set(float64(l.now().Unix()))
 	l.log.Info("Kong loaded the configuration", "hash", hash, "bytes", len(doc), "routes", countRoutes(cfg))

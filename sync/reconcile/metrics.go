@@ -42,7 +42,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 		lastSuccess: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "konglet_last_successful_load_timestamp_seconds",
-			Help: "Unix time at which Kong last confirmed it holds the current configuration.",
+			Help: "Unix time of the last sync after which Kong held the current configuration (loaded, or confirmed unchanged).",
 		}),
 		refused: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "konglet_refused_objects",

@@ -60,6 +60,9 @@ type Status struct {
 	HTTPRoutes map[types.NamespacedName][]gwv1.RouteParentStatus
 }
 
+// placeholderUpstream is the one entity of a config that has nothing else.
+const placeholderUpstream = "placeholder.konglet.invalid"
+
 // Translate computes the Kong config and statuses for a snapshot. Objects
 // listed in refused are left out of the config and reported as refused.
 func Translate(s *snapshot.Snapshot, refused Refusals) Result {
@@ -106,6 +109,12 @@ func (t *translation) config() *declarative.Config {
 	}
 	slices.SortFunc(cfg.Upstreams, func(a, b *declarative.Upstream) int { return cmp.Compare(a.Name, b.Name) })
 	cfg.Certificates = t.certificates()
+	if len(cfg.Services) == 0 && len(cfg.Upstreams) == 0 && len(cfg.Certificates) == 0 {
+		// Kong counts a config without entities as none: its /status/ready
+		// stays 503 and its hash stays zero. One idle upstream makes "no
+		// routes yet" a real, loaded configuration.
+		cfg.Upstreams = []*declarative.Upstream{{ID: declarative.ID("upstream", placeholderUpstream), Name: placeholderUpstream}}
+	}
 	return cfg
 }
 
