@@ -79,8 +79,13 @@ func (t *translation) gateways() {
 		}
 		t.gws = append(t.gws, g)
 	}
-	for _, ls := range byPort {
+	for port, ls := range byPort {
 		markConflicts(ls)
+		for _, l := range ls {
+			if l.usable() {
+				t.listenerHosts[port] = append(t.listenerHosts[port], hostnameOf(l.spec.Hostname))
+			}
+		}
 	}
 }
 

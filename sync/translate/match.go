@@ -70,20 +70,20 @@ func precedenceClass(host string, m gwv1.HTTPRouteMatch) uint64 {
 	return h<<21 | p<<11 | method<<10 | uint64(min(len(m.Headers), 31))<<5 | uint64(min(len(m.QueryParams), 31))
 }
 
-// kongRoute builds the Kong route for one match on one hostname.
-func (t *translation) kongRoute(name, host string, portList []int, protocols []string, m gwv1.HTTPRouteMatch) *kongRoute {
+// kongRoute builds the Kong route for one match in one placement.
+func (t *translation) kongRoute(name string, place placement, m gwv1.HTTPRouteMatch) *kongRoute {
 	r := &declarative.Route{
 		ID:           declarative.ID("route", name),
 		Name:         name,
-		Protocols:    protocols,
+		Protocols:    place.protocols,
 		PreserveHost: true,
 	}
 	if t.snap.Kong.RouterFlavor == snapshot.RouterExpressions {
-		r.Expression = httpExpression(host, portList, m)
+		r.Expression = httpExpression(place, m)
 	} else {
-		traditionalFields(r, host, m)
+		traditionalFields(r, place.host, m)
 	}
-	kr := &kongRoute{route: r, class: precedenceClass(host, m)}
+	kr := &kongRoute{route: r, class: precedenceClass(place.host, m)}
 	t.kongRoutes = append(t.kongRoutes, kr)
 	return kr
 }
@@ -114,19 +114,18 @@ func (t *translation) assignPriorities() {
 
 // httpExpression writes a match in Kong's expressions language. Every clause
 // is parenthesised: the reference parser binds || tighter than &&.
-func httpExpression(host string, ports []int, m gwv1.HTTPRouteMatch) string {
-	clauses := make([]string, 0, 4+len(m.Headers)+len(m.QueryParams))
-	portClauses := make([]string, len(ports))
-	for i, p := range ports {
+func httpExpression(place placement, m gwv1.HTTPRouteMatch) string {
+	clauses := make([]string, 0, 4+len(place.excluded)+len(m.Headers)+len(m.QueryParams))
+	portClauses := make([]string, len(place.ports))
+	for i, p := range place.ports {
 		portClauses[i] = "net.dst.port == " + strconv.Itoa(p)
 	}
 	clauses = append(clauses, "("+strings.Join(portClauses, " || ")+")")
-	switch {
-	case host == "":
-	case isWildcard(host):
-		clauses = append(clauses, "(lower(http.host) =^ "+quote(host[1:])+")")
-	default:
-		clauses = append(clauses, "(lower(http.host) == "+quote(host)+")")
+	if place.host != "" {
+		clauses = append(clauses, "("+hostPredicate(place.host)+")")
+	}
+	for _, h := range place.excluded {
+		clauses = append(clauses, "!("+hostPredicate(h)+")")
 	}
 	value := *m.Path.Value
 	switch *m.Path.Type {
@@ -152,6 +151,14 @@ func httpExpression(host string, ports []int, m gwv1.HTTPRouteMatch) string {
 		clauses = append(clauses, "("+valueClause(field, (*gwv1.HeaderMatchType)(q.Type), q.Value)+")")
 	}
 	return strings.Join(clauses, " && ")
+}
+
+// hostPredicate matches a hostname whatever the letter case of the request.
+func hostPredicate(host string) string {
+	if isWildcard(host) {
+		return "lower(http.host) =^ " + quote(host[1:])
+	}
+	return "lower(http.host) == " + quote(host)
 }
 
 func valueClause(field string, typ *gwv1.HeaderMatchType, value string) string {

@@ -16,8 +16,14 @@ import (
 )
 
 // attachment is where one route is served: hostname ("" for any) to the
-// listener ports and the Kong protocol of each.
-type attachment map[string]map[gwv1.PortNumber]string
+// listener ports, with the most specific listener that serves it there.
+type attachment map[string]map[gwv1.PortNumber]servedBy
+
+// servedBy is the listener through which a route serves a hostname on a port.
+type servedBy struct {
+	protocol     string // Kong's: http or https
+	listenerHost string // the listener's hostname, "" for any
+}
 
 func (t *translation) httpRoutes() {
 	// The order is the Gateway API's tie-break between routes: oldest first,
@@ -177,11 +183,15 @@ func (t *translation) attach(r *gwv1.HTTPRoute, g *gateway, ref gwv1.ParentRefer
 		}
 		attached = true
 		l.attached[types.NamespacedName{Namespace: r.Namespace, Name: r.Name}] = true
+		lh := hostnameOf(l.spec.Hostname)
 		for _, h := range hosts {
 			if where[h] == nil {
-				where[h] = map[gwv1.PortNumber]string{}
+				where[h] = map[gwv1.PortNumber]servedBy{}
 			}
-			where[h][l.spec.Port] = l.kongProtocol
+			// Through two listeners on one port, the more specific one counts.
+			if prev, ok := where[h][l.spec.Port]; !ok || hostSpecificity(lh) > hostSpecificity(prev.listenerHost) {
+				where[h][l.spec.Port] = servedBy{l.kongProtocol, lh}
+			}
 		}
 	}
 	if attached {
@@ -237,11 +247,7 @@ func objectTags(kind string, meta metav1.ObjectMeta) []string {
 // emitHTTPRoute adds the Kong service and routes of every servable rule.
 func (t *translation) emitHTTPRoute(r *gwv1.HTTPRoute, rank int, rules []ruleResult, where attachment) {
 	tags := objectTags(kindHTTPRoute, r.ObjectMeta)
-	hosts := make([]string, 0, len(where))
-	for h := range where {
-		hosts = append(hosts, h)
-	}
-	slices.Sort(hosts)
+	places := t.placements(where)
 	base := "httproute." + r.Namespace + "." + r.Name + "."
 	for _, rule := range rules {
 		if rule.dropped != "" {
@@ -255,11 +261,10 @@ func (t *translation) emitHTTPRoute(r *gwv1.HTTPRoute, rank int, rules []ruleRes
 		svc.Host = t.upstreamFor(rule.backends)
 		rule.filters.serviceTimeouts(svc)
 		for mi, m := range rule.matches {
-			for hi, h := range hosts {
-				name := ruleBase + "." + strconv.Itoa(mi) + "." + strconv.Itoa(hi)
-				ports, protocols := hostList(where[h])
-				plugins := rule.filters.plugins(name, h, ports, tags)
-				kr := t.kongRoute(name, h, ports, protocols, m)
+			for pi, place := range places {
+				name := ruleBase + "." + strconv.Itoa(mi) + "." + strconv.Itoa(pi)
+				plugins := rule.filters.plugins(name, place.host, place.ports, tags)
+				kr := t.kongRoute(name, place, m)
 				kr.route.Tags = tags
 				kr.order = routeOrder{route: rank, rule: rule.index, match: mi}
 				kr.route.Plugins = plugins
@@ -289,20 +294,6 @@ func (t *translation) noBackendPlugin(routeName string, tags []string) *declarat
 
 func redirects(plugins []*declarative.Plugin) bool {
 	return slices.ContainsFunc(plugins, func(p *declarative.Plugin) bool { return p.Name == "redirect" })
-}
-
-func hostList(where map[gwv1.PortNumber]string) (ports []int, protocols []string) {
-	seen := map[string]bool{}
-	for p, proto := range where {
-		ports = append(ports, int(p))
-		if !seen[proto] {
-			seen[proto] = true
-			protocols = append(protocols, proto)
-		}
-	}
-	slices.Sort(ports)
-	slices.Sort(protocols)
-	return ports, protocols
 }
 
 func joinMessages(msgs []string) string {

@@ -74,7 +74,8 @@ func Translate(s *snapshot.Snapshot, refused Refusals) Result {
 			Gateways:       map[types.NamespacedName]gwv1.GatewayStatus{},
 			HTTPRoutes:     map[types.NamespacedName][]gwv1.RouteParentStatus{},
 		},
-		upstreams: map[string]*declarative.Upstream{},
+		upstreams:     map[string]*declarative.Upstream{},
+		listenerHosts: map[gwv1.PortNumber][]string{},
 	}
 	t.gatewayClasses()
 	t.gateways()
@@ -92,6 +93,8 @@ type translation struct {
 	kongRoutes []*kongRoute
 	services   []*declarative.Service
 	upstreams  map[string]*declarative.Upstream
+	// listenerHosts are the hostnames of the usable listeners of each port.
+	listenerHosts map[gwv1.PortNumber][]string
 }
 
 func (t *translation) config() *declarative.Config {

@@ -1,0 +1,96 @@
+package translate
+
+import (
+	"cmp"
+	"slices"
+	"strings"
+
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/konglet/konglet/sync/snapshot"
+)
+
+// placement is one Kong route's worth of "where": a hostname on some ports,
+// minus the hostnames that more specific listeners on those ports own.
+type placement struct {
+	host      string // "" for any
+	ports     []int
+	protocols []string
+	// excluded are hostnames of more specific listeners on these ports:
+	// their requests belong to those listeners' routes only (Gateway API
+	// listener isolation).
+	excluded []string
+}
+
+// hostSpecificity orders listener hostnames: exact over wildcard, a longer
+// wildcard over a shorter one, any hostname last.
+func hostSpecificity(h string) int {
+	switch {
+	case h == "":
+		return 0
+	case isWildcard(h):
+		return len(h)
+	}
+	return 1 << 16
+}
+
+// covers tells whether every request for host also matches pattern.
+func covers(pattern, host string) bool {
+	return pattern == "" || pattern == host || (isWildcard(pattern) && wildcardMatches(pattern, host))
+}
+
+// placements splits where a route is served into Kong routes: ports of a
+// hostname that need the same exclusions share one.
+func (t *translation) placements(where attachment) []placement {
+	var out []placement
+	for host, ports := range where {
+		groups := map[string]*placement{}
+		for port, by := range ports {
+			excluded, shadowed := t.exclusions(host, port, by.listenerHost)
+			if shadowed {
+				continue
+			}
+			key := strings.Join(excluded, ",")
+			p := groups[key]
+			if p == nil {
+				p = &placement{host: host, excluded: excluded}
+				groups[key] = p
+			}
+			p.ports = append(p.ports, int(port))
+			if !slices.Contains(p.protocols, by.protocol) {
+				p.protocols = append(p.protocols, by.protocol)
+			}
+		}
+		for _, p := range groups {
+			slices.Sort(p.ports)
+			slices.Sort(p.protocols)
+			out = append(out, *p)
+		}
+	}
+	slices.SortFunc(out, func(a, b placement) int {
+		return cmp.Or(cmp.Compare(a.host, b.host), slices.Compare(a.ports, b.ports))
+	})
+	return out
+}
+
+// exclusions lists the hostnames that listeners more specific than the one
+// serving host on port own there. shadowed is true when one of them owns
+// host entirely: the route is not served there at all.
+func (t *translation) exclusions(host string, port gwv1.PortNumber, listenerHost string) (excluded []string, shadowed bool) {
+	if t.snap.Kong.RouterFlavor != snapshot.RouterExpressions {
+		return nil, false // the Gateway's Accepted message states this limit
+	}
+	for _, other := range t.listenerHosts[port] {
+		if other == listenerHost || hostSpecificity(other) <= hostSpecificity(listenerHost) || !covers(listenerHost, other) {
+			continue
+		}
+		switch {
+		case covers(other, host):
+			return nil, true
+		case covers(host, other):
+			excluded = append(excluded, other)
+		}
+	}
+	slices.Sort(excluded)
+	return slices.Compact(excluded), false
+}
