@@ -12,6 +12,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/konglet/konglet/proxy/declarative"
+	"github.com/konglet/konglet/sync/snapshot"
 )
 
 // ruleFilters are the filters of one rule that Kong will apply: the rule's
@@ -85,11 +86,8 @@ func (t *translation) checkFilter(f gwv1.HTTPRouteFilter) string {
 			return "filter URLRewrite has no urlRewrite"
 		}
 		plugin = "request-transformer"
-		if p := f.URLRewrite.Path; p != nil && p.Type != gwv1.FullPathHTTPPathModifier {
-			return fmt.Sprintf("filter URLRewrite with path type %s is not supported by konglet yet", p.Type)
-		}
-		if p := f.URLRewrite.Path; p != nil && (p.ReplaceFullPath == nil || strings.Contains(*p.ReplaceFullPath, "$(")) {
-			return "filter URLRewrite needs replaceFullPath without $("
+		if msg := t.checkRewritePath(f.URLRewrite.Path); msg != "" {
+			return msg
 		}
 	case gwv1.HTTPRouteFilterRequestRedirect:
 		if f.RequestRedirect == nil {
@@ -113,6 +111,44 @@ func (t *translation) checkFilter(f gwv1.HTTPRouteFilter) string {
 	return ""
 }
 
+// checkRewritePath accepts what Kong's request-transformer can do: a full
+// path, or a prefix replacement through the capture of the rest of the
+// path, which needs the expressions router (Gateway API admits
+// ReplacePrefixMatch only on PathPrefix matches).
+func (t *translation) checkRewritePath(p *gwv1.HTTPPathModifier) string {
+	if p == nil {
+		return ""
+	}
+	var value *string
+	switch p.Type {
+	case gwv1.FullPathHTTPPathModifier:
+		value = p.ReplaceFullPath
+	case gwv1.PrefixMatchHTTPPathModifier:
+		value = p.ReplacePrefixMatch
+		if t.snap.Kong.RouterFlavor != snapshot.RouterExpressions {
+			return fmt.Sprintf("filter URLRewrite with ReplacePrefixMatch needs Kong's expressions router (router_flavor is %s)", t.snap.Kong.RouterFlavor)
+		}
+	default:
+		return fmt.Sprintf("filter URLRewrite with path type %s is not supported", p.Type)
+	}
+	if value == nil || !strings.HasPrefix(*value, "/") || strings.Contains(*value, "$(") {
+		return fmt.Sprintf("filter URLRewrite with %s needs a path that starts with / and has no $(", p.Type)
+	}
+	return ""
+}
+
+// prefixRewrite is the replacement of a URLRewrite ReplacePrefixMatch
+// filter, if the rule has one.
+func (f ruleFilters) prefixRewrite() (string, bool) {
+	for _, flt := range f.filters {
+		if flt.Type == gwv1.HTTPRouteFilterURLRewrite && flt.URLRewrite != nil && flt.URLRewrite.Path != nil &&
+			flt.URLRewrite.Path.Type == gwv1.PrefixMatchHTTPPathModifier && flt.URLRewrite.Path.ReplacePrefixMatch != nil {
+			return *flt.URLRewrite.Path.ReplacePrefixMatch, true
+		}
+	}
+	return "", false
+}
+
 // checkHeaderValues refuses values that Kong's transformer plugins would
 // evaluate as templates.
 func checkHeaderValues(m *gwv1.HTTPHeaderFilter) string {
@@ -126,7 +162,7 @@ func checkHeaderValues(m *gwv1.HTTPHeaderFilter) string {
 
 // plugins builds the Kong plugins of one Kong route: host is the route's
 // hostname ("" for any), protocols its Kong protocols.
-func (f ruleFilters) plugins(routeName, host string, ports []int, tags []string) []*declarative.Plugin {
+func (f ruleFilters) plugins(routeName, host string, ports []int, m gwv1.HTTPRouteMatch, tags []string) []*declarative.Plugin {
 	var out []*declarative.Plugin
 	add := func(name string, config map[string]any) {
 		out = append(out, &declarative.Plugin{ID: declarative.ID("plugin", routeName+"/"+name), Name: name, Config: config, Tags: tags})
@@ -139,7 +175,7 @@ func (f ruleFilters) plugins(routeName, host string, ports []int, tags []string)
 		case gwv1.HTTPRouteFilterResponseHeaderModifier:
 			add("response-transformer", headerTransformer(flt.ResponseHeaderModifier))
 		case gwv1.HTTPRouteFilterURLRewrite:
-			request = mergeTransformer(request, rewriteTransformer(flt.URLRewrite))
+			request = mergeTransformer(request, rewriteTransformer(flt.URLRewrite, m))
 		case gwv1.HTTPRouteFilterRequestRedirect:
 			add("redirect", redirectConfig(flt.RequestRedirect, host, ports))
 		case gwv1.HTTPRouteFilterCORS:
@@ -186,17 +222,41 @@ func headerTransformer(m *gwv1.HTTPHeaderFilter) map[string]any {
 	return cfg
 }
 
-func rewriteTransformer(r *gwv1.HTTPURLRewriteFilter) map[string]any {
+func rewriteTransformer(r *gwv1.HTTPURLRewriteFilter, m gwv1.HTTPRouteMatch) map[string]any {
 	replace := map[string]any{}
 	if r.Hostname != nil {
 		// Kong's request-transformer replaces Host even when the request
 		// has none, which is what a rewrite needs.
 		replace["headers"] = []string{"host:" + string(*r.Hostname)}
 	}
-	if r.Path != nil && r.Path.ReplaceFullPath != nil {
+	switch {
+	case r.Path == nil:
+	case r.Path.ReplaceFullPath != nil:
 		replace["uri"] = *r.Path.ReplaceFullPath
+	case r.Path.ReplacePrefixMatch != nil:
+		// The route's path regex captures the rest of the path after the
+		// matched prefix (prefixCapture); the template puts it after the
+		// replacement.
+		rest := strings.TrimSuffix(*r.Path.ReplacePrefixMatch, "/")
+		if rest == "" {
+			replace["uri"] = "/$(uri_captures[1])"
+		} else {
+			replace["uri"] = rest + "$(uri_captures[1])"
+		}
 	}
 	return map[string]any{"replace": replace}
+}
+
+// prefixCapture is the path regex of a PathPrefix match whose prefix a
+// rewrite replaces: group 1 is the rest of the path, without its leading
+// slash when the replacement is "/" (so that "/" + rest is never "//").
+// Both forms match whole segments only, as PathPrefix does.
+func prefixCapture(prefix, replacement string) string {
+	p := regexp.QuoteMeta(strings.TrimSuffix(prefix, "/"))
+	if strings.TrimSuffix(replacement, "/") == "" {
+		return "^" + p + "(?:/|$)(.*)$"
+	}
+	return "^" + p + "(/.*|)$"
 }
 
 // mergeTransformer joins two request-transformer configs: Kong allows one

@@ -71,7 +71,7 @@ func precedenceClass(host string, m gwv1.HTTPRouteMatch) uint64 {
 }
 
 // kongRoute builds the Kong route for one match in one placement.
-func (t *translation) kongRoute(name string, place placement, m gwv1.HTTPRouteMatch) *kongRoute {
+func (t *translation) kongRoute(name string, place placement, m gwv1.HTTPRouteMatch, filters ruleFilters) *kongRoute {
 	r := &declarative.Route{
 		ID:           declarative.ID("route", name),
 		Name:         name,
@@ -79,7 +79,7 @@ func (t *translation) kongRoute(name string, place placement, m gwv1.HTTPRouteMa
 		PreserveHost: true,
 	}
 	if t.snap.Kong.RouterFlavor == snapshot.RouterExpressions {
-		r.Expression = httpExpression(place, m)
+		r.Expression = httpExpression(place, m, filters)
 	} else {
 		traditionalFields(r, place.host, m)
 	}
@@ -114,7 +114,7 @@ func (t *translation) assignPriorities() {
 
 // httpExpression writes a match in Kong's expressions language. Every clause
 // is parenthesised: the reference parser binds || tighter than &&.
-func httpExpression(place placement, m gwv1.HTTPRouteMatch) string {
+func httpExpression(place placement, m gwv1.HTTPRouteMatch, filters ruleFilters) string {
 	clauses := make([]string, 0, 4+len(place.excluded)+len(m.Headers)+len(m.QueryParams))
 	portClauses := make([]string, len(place.ports))
 	for i, p := range place.ports {
@@ -134,6 +134,10 @@ func httpExpression(place placement, m gwv1.HTTPRouteMatch) string {
 	case gwv1.PathMatchRegularExpression:
 		clauses = append(clauses, "(http.path ~ "+quote(anchored(value))+")")
 	default:
+		if replacement, ok := filters.prefixRewrite(); ok {
+			clauses = append(clauses, "(http.path ~ "+quote(prefixCapture(value, replacement))+")")
+			break
+		}
 		prefix := strings.TrimSuffix(value, "/")
 		if prefix != "" {
 			clauses = append(clauses, "(http.path == "+quote(prefix)+" || http.path ^= "+quote(prefix+"/")+")")

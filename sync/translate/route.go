@@ -263,8 +263,8 @@ func (t *translation) emitHTTPRoute(r *gwv1.HTTPRoute, rank int, rules []ruleRes
 		for mi, m := range rule.matches {
 			for pi, place := range places {
 				name := ruleBase + "." + strconv.Itoa(mi) + "." + strconv.Itoa(pi)
-				plugins := rule.filters.plugins(name, place.host, place.ports, tags)
-				kr := t.kongRoute(name, place, m)
+				plugins := rule.filters.plugins(name, place.host, place.ports, m, tags)
+				kr := t.kongRoute(name, place, m, rule.filters)
 				kr.route.Tags = tags
 				kr.order = routeOrder{route: rank, rule: rule.index, match: mi}
 				kr.route.Plugins = plugins
