@@ -47,6 +47,7 @@ type Cache struct {
 	classes     gwlisters.GatewayClassLister
 	gateways    []gwlisters.GatewayLister
 	httpRoutes  gwlisters.HTTPRouteLister
+	grpcRoutes  gwlisters.GRPCRouteLister
 	grants      gwlisters.ReferenceGrantLister
 	services    corelisters.ServiceLister
 	slices      discoverylisters.EndpointSliceLister
@@ -97,8 +98,9 @@ func New(kube kubernetes.Interface, gw gwclient.Interface, scope Scope, trigger 
 	v1 := all.Gateway().V1()
 	c.classes = v1.GatewayClasses().Lister()
 	c.httpRoutes = v1.HTTPRoutes().Lister()
+	c.grpcRoutes = v1.GRPCRoutes().Lister()
 	c.grants = v1.ReferenceGrants().Lister()
-	if err := c.watch(v1.GatewayClasses().Informer(), v1.HTTPRoutes().Informer(), v1.ReferenceGrants().Informer()); err != nil {
+	if err := c.watch(v1.GatewayClasses().Informer(), v1.HTTPRoutes().Informer(), v1.GRPCRoutes().Informer(), v1.ReferenceGrants().Informer()); err != nil {
 		return nil, err
 	}
 	c.factories = append(c.factories, all)
@@ -151,7 +153,7 @@ func (c *Cache) onUpdate(oldObj, newObj any) {
 
 func isGatewayAPI(obj any) bool {
 	switch obj.(type) {
-	case *gwv1.Gateway, *gwv1.GatewayClass, *gwv1.HTTPRoute, *gwv1.ReferenceGrant:
+	case *gwv1.Gateway, *gwv1.GatewayClass, *gwv1.HTTPRoute, *gwv1.GRPCRoute, *gwv1.ReferenceGrant:
 		return true
 	}
 	return false
@@ -216,6 +218,9 @@ func (c *Cache) Snapshot(controller string, kong snapshot.Kong, serviceUpstream 
 		}
 	}
 	if s.HTTPRoutes, err = c.httpRoutes.List(everything); err != nil {
+		return nil, err
+	}
+	if s.GRPCRoutes, err = c.grpcRoutes.List(everything); err != nil {
 		return nil, err
 	}
 	if s.ReferenceGrants, err = c.grants.List(everything); err != nil {

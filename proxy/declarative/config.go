@@ -5,9 +5,9 @@ package declarative
 import (
 	"bytes"
 	"crypto/md5"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"hash/fnv"
 
 	"github.com/google/uuid"
 )
@@ -103,15 +103,12 @@ type SNI struct {
 
 // ID returns the deterministic id of an entity of kind with a unique name,
 // the same across pushes and replicas (Kong keys its caches and errors by
-// ids). It is a UUIDv8 from a 128-bit FNV-1a hash: ids need uniqueness,
-// not secrecy, and a sync computes tens of thousands of them.
+// ids). It is a UUIDv8 from the first 16 bytes of a SHA-256: a sync
+// computes tens of thousands of ids, and sha256.Sum256 needs no allocation.
 func ID(kind, name string) string {
-	h := fnv.New128a()
-	h.Write([]byte(kind))
-	h.Write([]byte{0})
-	h.Write([]byte(name))
+	sum := sha256.Sum256([]byte(kind + "\x00" + name))
 	var u uuid.UUID
-	h.Sum(u[:0])
+	copy(u[:], sum[:16])
 	u[6] = u[6]&0x0f | 0x80 // version 8
 	u[8] = u[8]&0x3f | 0x80 // RFC 9562 variant
 	return u.String()
@@ -137,4 +134,3 @@ func Hash(document []byte) string {
 	sum := md5.Sum(document)
 	return hex.EncodeToString(sum[:])
 }
-

@@ -75,6 +75,12 @@ func resourceVersion(snap *snapshot.Snapshot, ref translate.ObjectRef) string {
 				return r.ResourceVersion
 			}
 		}
+	case "GRPCRoute":
+		for _, r := range snap.GRPCRoutes {
+			if r.Namespace == key.Namespace && r.Name == key.Name {
+				return r.ResourceVersion
+			}
+		}
 	case "Service":
 		if svc := snap.Services[key]; svc != nil {
 			return svc.ResourceVersion

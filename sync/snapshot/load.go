@@ -21,6 +21,7 @@ type Objects struct {
 	GatewayClasses  []*gwv1.GatewayClass
 	Gateways        []*gwv1.Gateway
 	HTTPRoutes      []*gwv1.HTTPRoute
+	GRPCRoutes      []*gwv1.GRPCRoute
 	ReferenceGrants []*gwv1.ReferenceGrant
 	Services        []*corev1.Service
 	EndpointSlices  []*discoveryv1.EndpointSlice
@@ -82,6 +83,8 @@ func (o *Objects) decodeOne(doc []byte) error {
 		return into(doc, &o.Gateways, true)
 	case "HTTPRoute":
 		return into(doc, &o.HTTPRoutes, true)
+	case "GRPCRoute":
+		return into(doc, &o.GRPCRoutes, true)
 	case "ReferenceGrant":
 		return into(doc, &o.ReferenceGrants, true)
 	case "Service":
@@ -121,6 +124,7 @@ func (o *Objects) Build(controller string, gateways []types.NamespacedName, publ
 		ControllerName:  controller,
 		GatewayClasses:  map[string]*gwv1.GatewayClass{},
 		HTTPRoutes:      o.HTTPRoutes,
+		GRPCRoutes:      o.GRPCRoutes,
 		ReferenceGrants: o.ReferenceGrants,
 		Services:        map[types.NamespacedName]*corev1.Service{},
 		EndpointSlices:  map[types.NamespacedName][]*discoveryv1.EndpointSlice{},

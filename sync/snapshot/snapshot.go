@@ -70,6 +70,7 @@ type Snapshot struct {
 	Gateways        []*gwv1.Gateway
 	GatewayClasses  map[string]*gwv1.GatewayClass
 	HTTPRoutes      []*gwv1.HTTPRoute
+	GRPCRoutes      []*gwv1.GRPCRoute
 	ReferenceGrants []*gwv1.ReferenceGrant
 	Services        map[types.NamespacedName]*corev1.Service
 	// EndpointSlices by the Service they belong to.

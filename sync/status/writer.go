@@ -84,18 +84,71 @@ func (w *Writer) Write(ctx context.Context, snap *snapshot.Snapshot, desired tra
 		res.add(wrote)
 		errs = append(errs, err)
 	}
+	httpRoutes := w.client.GatewayV1().HTTPRoutes
 	for _, current := range snap.HTTPRoutes {
-		var want []gwv1.RouteParentStatus
-		for _, p := range desired.HTTPRoutes[types.NamespacedName{Namespace: current.Namespace, Name: current.Name}] {
-			if w.owns(current.Namespace, p.ParentRef) {
-				want = append(want, p)
-			}
-		}
-		wrote, err := w.writeHTTPRoute(ctx, current, want, snap.ControllerName, now)
+		wrote, err := writeRoute(ctx, w, current, desired.HTTPRoutes, snap.ControllerName, now,
+			func(ctx context.Context) (*gwv1.HTTPRoute, error) {
+				return httpRoutes(current.Namespace).Get(ctx, current.Name, metav1.GetOptions{})
+			},
+			func(r *gwv1.HTTPRoute) *gwv1.RouteStatus { return &r.Status.RouteStatus },
+			func(ctx context.Context, r *gwv1.HTTPRoute) error {
+				_, err := httpRoutes(r.Namespace).UpdateStatus(ctx, r, metav1.UpdateOptions{})
+				return wrapErr("HTTPRoute", r.Namespace, r.Name, err)
+			})
+		res.add(wrote)
+		errs = append(errs, err)
+	}
+	grpcRoutes := w.client.GatewayV1().GRPCRoutes
+	for _, current := range snap.GRPCRoutes {
+		wrote, err := writeRoute(ctx, w, current, desired.GRPCRoutes, snap.ControllerName, now,
+			func(ctx context.Context) (*gwv1.GRPCRoute, error) {
+				return grpcRoutes(current.Namespace).Get(ctx, current.Name, metav1.GetOptions{})
+			},
+			func(r *gwv1.GRPCRoute) *gwv1.RouteStatus { return &r.Status.RouteStatus },
+			func(ctx context.Context, r *gwv1.GRPCRoute) error {
+				_, err := grpcRoutes(r.Namespace).UpdateStatus(ctx, r, metav1.UpdateOptions{})
+				return wrapErr("GRPCRoute", r.Namespace, r.Name, err)
+			})
 		res.add(wrote)
 		errs = append(errs, err)
 	}
 	return res, errors.Join(errs...)
+}
+
+// routeObject is what both route kinds offer the writer.
+type routeObject[T any] interface {
+	*T
+	metav1.Object
+	DeepCopy() *T
+}
+
+// writeRoute replaces this replica's entries in a route's status.parents
+// with the desired ones, keeping everyone else's.
+func writeRoute[T any, P routeObject[T]](ctx context.Context, w *Writer, current P,
+	desired map[types.NamespacedName][]gwv1.RouteParentStatus, controller string, now metav1.Time,
+	get func(context.Context) (P, error), status func(P) *gwv1.RouteStatus, put func(context.Context, P) error) (bool, error) {
+	ns := current.GetNamespace()
+	var want []gwv1.RouteParentStatus
+	for _, p := range desired[types.NamespacedName{Namespace: ns, Name: current.GetName()}] {
+		if w.owns(ns, p.ParentRef) {
+			want = append(want, p)
+		}
+	}
+	return update(ctx, (*T)(current),
+		func(ctx context.Context) (*T, error) {
+			r, err := get(ctx)
+			return (*T)(r), err
+		},
+		func(r *T) (*T, bool) {
+			parents := w.mergeParents(ns, status(r).Parents, want, controller, now)
+			if equality.Semantic.DeepEqual(parents, status(r).Parents) || (len(parents) == 0 && len(status(r).Parents) == 0) {
+				return r, false
+			}
+			next := P(r).DeepCopy()
+			status(next).Parents = parents
+			return next, true
+		},
+		func(ctx context.Context, r *T) error { return put(ctx, r) })
 }
 
 func (r *Result) add(wrote bool) {
@@ -177,27 +230,6 @@ func (w *Writer) writeGateway(ctx context.Context, current *gwv1.Gateway, want g
 		func(ctx context.Context, g *gwv1.Gateway) error {
 			_, err := api.UpdateStatus(ctx, g, metav1.UpdateOptions{})
 			return wrapErr("Gateway", g.Namespace, g.Name, err)
-		})
-}
-
-func (w *Writer) writeHTTPRoute(ctx context.Context, current *gwv1.HTTPRoute, want []gwv1.RouteParentStatus, controller string, now metav1.Time) (bool, error) {
-	api := w.client.GatewayV1().HTTPRoutes(current.Namespace)
-	return update(ctx, current,
-		func(ctx context.Context) (*gwv1.HTTPRoute, error) {
-			return api.Get(ctx, current.Name, metav1.GetOptions{})
-		},
-		func(r *gwv1.HTTPRoute) (*gwv1.HTTPRoute, bool) {
-			parents := w.mergeParents(r.Namespace, r.Status.Parents, want, controller, now)
-			if equality.Semantic.DeepEqual(parents, r.Status.Parents) || (len(parents) == 0 && len(r.Status.Parents) == 0) {
-				return r, false
-			}
-			next := r.DeepCopy()
-			next.Status.Parents = parents
-			return next, true
-		},
-		func(ctx context.Context, r *gwv1.HTTPRoute) error {
-			_, err := api.UpdateStatus(ctx, r, metav1.UpdateOptions{})
-			return wrapErr("HTTPRoute", r.Namespace, r.Name, err)
 		})
 }
 

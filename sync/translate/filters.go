@@ -25,19 +25,19 @@ type ruleFilters struct {
 
 // collectFilters checks that Kong can apply every filter of the rule and
 // says which cannot, by name: a rule is never served without its filters.
-func (t *translation) collectFilters(rule gwv1.HTTPRouteRule) (ruleFilters, string) {
-	out := ruleFilters{filters: slices.Clone(rule.Filters), timeouts: rule.Timeouts}
+func (t *translation) collectFilters(rule routeRule) (ruleFilters, string) {
+	out := ruleFilters{filters: slices.Clone(rule.filters), timeouts: rule.timeouts}
 	withFilters := 0
-	for _, b := range rule.BackendRefs {
+	for _, b := range rule.backendRefs {
 		if len(b.Filters) > 0 {
 			withFilters++
 		}
 	}
 	if withFilters > 0 {
-		if len(rule.BackendRefs) > 1 {
+		if len(rule.backendRefs) > 1 {
 			return out, "filters on one of several backendRefs are not supported by Kong (it cannot filter per target)"
 		}
-		out.filters = append(out.filters, rule.BackendRefs[0].Filters...)
+		out.filters = append(out.filters, rule.backendRefs[0].Filters...)
 	}
 	seen := map[gwv1.HTTPRouteFilterType]bool{}
 	for _, f := range out.filters {

@@ -37,7 +37,9 @@ type listener struct {
 	accepted     metav1.Condition
 	resolvedRefs metav1.Condition
 	conflicted   metav1.Condition
-	attached     map[types.NamespacedName]bool
+	// listen is the Kong listen the listener reaches.
+	listen   snapshot.Listen
+	attached map[ObjectRef]bool
 }
 
 // usable tells whether routes may attach to the listener.
@@ -97,7 +99,7 @@ func (t *translation) checkListener(g *gateway, spec gwv1.Listener) *listener {
 		accepted:     condition(string(gwv1.ListenerConditionAccepted), true, string(gwv1.ListenerReasonAccepted), "", gen),
 		resolvedRefs: condition(string(gwv1.ListenerConditionResolvedRefs), true, string(gwv1.ListenerReasonResolvedRefs), "", gen),
 		conflicted:   condition(string(gwv1.ListenerConditionConflicted), false, string(gwv1.ListenerReasonNoConflicts), "", gen),
-		attached:     map[types.NamespacedName]bool{},
+		attached:     map[ObjectRef]bool{},
 	}
 	reject := func(reason gwv1.ListenerConditionReason, format string, args ...any) *listener {
 		l.accepted = condition(string(gwv1.ListenerConditionAccepted), false, string(reason), fmt.Sprintf(format, args...), gen)
@@ -124,6 +126,7 @@ func (t *translation) checkListener(g *gateway, spec gwv1.Listener) *listener {
 	if err != nil {
 		return reject(gwv1.ListenerReasonPortUnavailable, "%s", err)
 	}
+	l.listen = listen
 	if listen.SSL != wantSSL {
 		return reject(gwv1.ListenerReasonUnsupportedProtocol,
 			"port %d reaches Kong's listen %d, which has ssl=%t; a %s listener needs ssl=%t",
@@ -199,7 +202,8 @@ func supportedKinds(spec gwv1.Listener, gen int64) ([]gwv1.RouteGroupKind, metav
 	ok := condition(string(gwv1.ListenerConditionResolvedRefs), true, string(gwv1.ListenerReasonResolvedRefs), "", gen)
 	served := []gwv1.RouteGroupKind{}
 	if spec.Protocol == gwv1.HTTPProtocolType || spec.Protocol == gwv1.HTTPSProtocolType {
-		served = append(served, gwv1.RouteGroupKind{Group: ptr(gwv1.Group(gwv1.GroupName)), Kind: kindHTTPRoute})
+		served = append(served, gwv1.RouteGroupKind{Group: ptr(gwv1.Group(gwv1.GroupName)), Kind: kindHTTPRoute},
+			gwv1.RouteGroupKind{Group: ptr(gwv1.Group(gwv1.GroupName)), Kind: kindGRPCRoute})
 	}
 	if spec.AllowedRoutes == nil || len(spec.AllowedRoutes.Kinds) == 0 {
 		return served, ok

@@ -42,6 +42,9 @@ func (s Status) Objects() []ObjectStatus {
 	for _, key := range sortedKeys(s.HTTPRoutes, compareNames) {
 		add(kindHTTPRoute, key, map[string]any{"parents": s.HTTPRoutes[key]})
 	}
+	for _, key := range sortedKeys(s.GRPCRoutes, compareNames) {
+		add(kindGRPCRoute, key, map[string]any{"parents": s.GRPCRoutes[key]})
+	}
 	return out
 }
 

@@ -25,31 +25,37 @@ type servedBy struct {
 	listenerHost string // the listener's hostname, "" for any
 }
 
-func (t *translation) httpRoutes() {
+func (t *translation) routes() {
+	routes := make([]route, 0, len(t.snap.HTTPRoutes)+len(t.snap.GRPCRoutes))
+	for _, r := range t.snap.HTTPRoutes {
+		routes = append(routes, fromHTTPRoute(r))
+	}
+	for _, r := range t.snap.GRPCRoutes {
+		routes = append(routes, fromGRPCRoute(r))
+	}
 	// The order is the Gateway API's tie-break between routes: oldest first,
 	// then by namespace/name. A route's index in it is its rank.
-	routes := slices.Clone(t.snap.HTTPRoutes)
-	slices.SortFunc(routes, func(a, b *gwv1.HTTPRoute) int {
-		return cmp.Or(a.CreationTimestamp.Compare(b.CreationTimestamp.Time),
-			cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+	slices.SortFunc(routes, func(a, b route) int {
+		return cmp.Or(a.meta.CreationTimestamp.Compare(b.meta.CreationTimestamp.Time),
+			cmp.Compare(a.meta.Namespace, b.meta.Namespace), cmp.Compare(a.meta.Name, b.meta.Name), cmp.Compare(a.kind, b.kind))
 	})
 	for rank, r := range routes {
-		t.httpRoute(r, rank)
+		t.route(r, rank)
 	}
 	t.finishGateways()
 }
 
-func (t *translation) httpRoute(r *gwv1.HTTPRoute, rank int) {
-	key := types.NamespacedName{Namespace: r.Namespace, Name: r.Name}
-	gen := r.Generation
+func (t *translation) route(r route, rank int) {
+	key := types.NamespacedName{Namespace: r.meta.Namespace, Name: r.meta.Name}
+	gen := r.meta.Generation
 	type verdict struct {
 		ref             gwv1.ParentReference
 		reason, message string
 	}
 	var verdicts []verdict
 	where := attachment{}
-	for _, ref := range r.Spec.ParentRefs {
-		g := t.parentGateway(r.Namespace, ref)
+	for _, ref := range r.parentRefs {
+		g := t.parentGateway(r.meta.Namespace, ref)
 		if g == nil || slices.ContainsFunc(verdicts, func(v verdict) bool { return sameParentRef(v.ref, ref) }) {
 			continue
 		}
@@ -59,9 +65,9 @@ func (t *translation) httpRoute(r *gwv1.HTTPRoute, rank int) {
 	if verdicts == nil {
 		return
 	}
-	rules := t.httpRules(r)
+	rules := t.rules(r)
 	checkRedirectHosts(rules, where)
-	refusal, refused := t.refused[ObjectRef{gwv1.GroupName, kindHTTPRoute, r.Namespace, r.Name}]
+	refusal, refused := t.refused[r.key()]
 	servable := false
 	parents := make([]gwv1.RouteParentStatus, 0, len(verdicts))
 	for _, v := range verdicts {
@@ -85,9 +91,13 @@ func (t *translation) httpRoute(r *gwv1.HTTPRoute, rank int) {
 		}
 		parents = append(parents, st)
 	}
-	t.status.HTTPRoutes[key] = parents
+	if r.grpc() {
+		t.status.GRPCRoutes[key] = parents
+	} else {
+		t.status.HTTPRoutes[key] = parents
+	}
 	if servable {
-		t.emitHTTPRoute(r, rank, rules, where)
+		t.emit(r, rank, rules, where)
 	}
 }
 
@@ -150,7 +160,7 @@ func sameParentRef(a, b gwv1.ParentReference) bool {
 
 // attach finds the listeners of g that accept the route through ref and
 // records where it is served. It returns the reason when none does.
-func (t *translation) attach(r *gwv1.HTTPRoute, g *gateway, ref gwv1.ParentReference, where attachment) (reason, message string) {
+func (t *translation) attach(r route, g *gateway, ref gwv1.ParentReference, where attachment) (reason, message string) {
 	var candidates []*listener
 	for _, l := range g.listeners {
 		if ref.SectionName != nil && l.spec.Name != *ref.SectionName {
@@ -170,19 +180,24 @@ func (t *translation) attach(r *gwv1.HTTPRoute, g *gateway, ref gwv1.ParentRefer
 		if !l.usable() {
 			continue
 		}
-		if !kindAllowed(l, kindHTTPRoute) || !t.namespaceAllowed(l, r.Namespace) {
+		if !kindAllowed(l, r.kind) || !t.namespaceAllowed(l, r.meta.Namespace) {
 			if !attached && reason != string(gwv1.RouteReasonNoMatchingListenerHostname) {
 				reason, message = string(gwv1.RouteReasonNotAllowedByListeners), fmt.Sprintf("listener %q does not allow this route", l.spec.Name)
 			}
 			continue
 		}
-		hosts, ok := intersectHostnames(l.spec.Hostname, r.Spec.Hostnames)
+		hosts, ok := intersectHostnames(l.spec.Hostname, r.hostnames)
 		if !ok {
 			reason, message = string(gwv1.RouteReasonNoMatchingListenerHostname), fmt.Sprintf("no hostname of the route matches listener %q", l.spec.Name)
 			continue
 		}
+		if r.grpc() && l.kongProtocol == "http" && !l.listen.HTTP2 {
+			reason, message = string(gwv1.RouteReasonUnsupportedValue),
+				fmt.Sprintf("gRPC without TLS needs HTTP/2 on Kong's listen %d: add http2 to that proxy_listen", l.listen.Port)
+			continue
+		}
 		attached = true
-		l.attached[types.NamespacedName{Namespace: r.Namespace, Name: r.Name}] = true
+		l.attached[r.key()] = true
 		lh := hostnameOf(l.spec.Hostname)
 		for _, h := range hosts {
 			if where[h] == nil {
@@ -190,7 +205,7 @@ func (t *translation) attach(r *gwv1.HTTPRoute, g *gateway, ref gwv1.ParentRefer
 			}
 			// Through two listeners on one port, the more specific one counts.
 			if prev, ok := where[h][l.spec.Port]; !ok || hostSpecificity(lh) > hostSpecificity(prev.listenerHost) {
-				where[h][l.spec.Port] = servedBy{l.kongProtocol, lh}
+				where[h][l.spec.Port] = servedBy{r.kongProtocol(l.kongProtocol), lh}
 			}
 		}
 	}
@@ -244,11 +259,11 @@ func objectTags(kind string, meta metav1.ObjectMeta) []string {
 	return tags
 }
 
-// emitHTTPRoute adds the Kong service and routes of every servable rule.
-func (t *translation) emitHTTPRoute(r *gwv1.HTTPRoute, rank int, rules []ruleResult, where attachment) {
-	tags := objectTags(kindHTTPRoute, r.ObjectMeta)
+// emit adds the Kong service and routes of every servable rule.
+func (t *translation) emit(r route, rank int, rules []ruleResult, where attachment) {
+	tags := objectTags(string(r.kind), *r.meta)
 	places := t.placements(where)
-	base := "httproute." + r.Namespace + "." + r.Name + "."
+	base := strings.ToLower(string(r.kind)) + "." + r.meta.Namespace + "." + r.meta.Name + "."
 	for _, rule := range rules {
 		if rule.dropped != "" {
 			continue
@@ -257,6 +272,9 @@ func (t *translation) emitHTTPRoute(r *gwv1.HTTPRoute, rank int, rules []ruleRes
 		// matters for a host that is not an upstream.
 		ruleBase := base + strconv.Itoa(rule.index)
 		svc := &declarative.Service{Name: ruleBase, Tags: tags}
+		if r.grpc() {
+			svc.Protocol = "grpc" // GRPCRoute backends speak gRPC over cleartext HTTP/2
+		}
 		svc.ID = declarative.ID("service", svc.Name)
 		svc.Host = t.upstreamFor(rule.backends)
 		rule.filters.serviceTimeouts(svc)
@@ -314,7 +332,7 @@ func RefFromTags(tags []string) (ObjectRef, bool) {
 			ref.Kind = value
 		}
 	}
-	if ref.Kind == kindHTTPRoute {
+	if ref.Kind == kindHTTPRoute || ref.Kind == kindGRPCRoute {
 		ref.Group = gwv1.GroupName
 	}
 	return ref, ref.Kind != "" && ref.Name != ""

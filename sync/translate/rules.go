@@ -38,27 +38,27 @@ var (
 	methodPattern     = regexp.MustCompile(`^[A-Z]+$`)
 )
 
-func (t *translation) httpRules(r *gwv1.HTTPRoute) []ruleResult {
-	out := make([]ruleResult, 0, len(r.Spec.Rules))
-	for i, rule := range r.Spec.Rules {
+func (t *translation) rules(r route) []ruleResult {
+	out := make([]ruleResult, 0, len(r.rules))
+	for i, rule := range r.rules {
 		res := ruleResult{index: i}
 		var msg string
 		if res.filters, msg = t.collectFilters(rule); msg != "" {
-			res.dropped = fmt.Sprintf("rule %s: %s", ruleName(i, rule.Name), msg)
+			res.dropped = fmt.Sprintf("rule %s: %s", ruleLabel(i, rule.name), msg)
 		}
-		matches := rule.Matches
+		matches := rule.matches
 		if len(matches) == 0 {
 			matches = []gwv1.HTTPRouteMatch{{}}
 		}
 		for mi, m := range matches {
 			norm, err := t.normalizeMatch(m)
 			if err != "" && res.dropped == "" {
-				res.dropped = fmt.Sprintf("rule %s match %d: %s", ruleName(i, rule.Name), mi, err)
+				res.dropped = fmt.Sprintf("rule %s match %d: %s", ruleLabel(i, rule.name), mi, err)
 			}
 			res.matches = append(res.matches, norm)
 		}
-		for _, ref := range rule.BackendRefs {
-			b, problem := t.resolveBackend(r.Namespace, kindHTTPRoute, ref.BackendRef)
+		for _, ref := range rule.backendRefs {
+			b, problem := t.resolveBackend(r.meta.Namespace, r.kind, ref.BackendRef)
 			if problem != nil {
 				res.refProblems = append(res.refProblems, *problem)
 				continue
@@ -70,13 +70,6 @@ func (t *translation) httpRules(r *gwv1.HTTPRoute) []ruleResult {
 		out = append(out, res)
 	}
 	return out
-}
-
-func ruleName(i int, name *gwv1.SectionName) string {
-	if name != nil {
-		return fmt.Sprintf("%d (%s)", i, *name)
-	}
-	return fmt.Sprint(i)
 }
 
 // normalizeMatch fills defaults and checks that Kong can express the match.

@@ -58,6 +58,7 @@ type Status struct {
 	// HTTPRoutes holds, per route, only the parent entries this controller
 	// owns; entries of other controllers are kept by the writer.
 	HTTPRoutes map[types.NamespacedName][]gwv1.RouteParentStatus
+	GRPCRoutes map[types.NamespacedName][]gwv1.RouteParentStatus
 }
 
 // placeholderUpstream is the one entity of a config that has nothing else.
@@ -73,13 +74,14 @@ func Translate(s *snapshot.Snapshot, refused Refusals) Result {
 			GatewayClasses: map[string][]metav1.Condition{},
 			Gateways:       map[types.NamespacedName]gwv1.GatewayStatus{},
 			HTTPRoutes:     map[types.NamespacedName][]gwv1.RouteParentStatus{},
+			GRPCRoutes:     map[types.NamespacedName][]gwv1.RouteParentStatus{},
 		},
 		upstreams:     map[string]*declarative.Upstream{},
 		listenerHosts: map[gwv1.PortNumber][]string{},
 	}
 	t.gatewayClasses()
 	t.gateways()
-	t.httpRoutes()
+	t.routes()
 	return Result{Config: t.config(), Status: t.status}
 }
 

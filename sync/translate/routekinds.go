@@ -1,0 +1,142 @@
+package translate
+
+import (
+	"fmt"
+	"regexp"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+)
+
+const kindGRPCRoute = "GRPCRoute"
+
+// route is an HTTPRoute or a GRPCRoute as the translation sees it. A gRPC
+// call is an HTTP/2 request for the path /<service>/<method>, so GRPCRoute
+// matches become HTTP path matches and both kinds share one translation.
+type route struct {
+	kind       gwv1.Kind
+	meta       *metav1.ObjectMeta
+	parentRefs []gwv1.ParentReference
+	hostnames  []gwv1.Hostname
+	rules      []routeRule
+}
+
+type routeRule struct {
+	name        *gwv1.SectionName
+	matches     []gwv1.HTTPRouteMatch
+	filters     []gwv1.HTTPRouteFilter
+	backendRefs []gwv1.HTTPBackendRef
+	timeouts    *gwv1.HTTPRouteTimeouts
+}
+
+func (r route) grpc() bool { return r.kind == kindGRPCRoute }
+
+func (r route) key() ObjectRef {
+	return ObjectRef{gwv1.GroupName, string(r.kind), r.meta.Namespace, r.meta.Name}
+}
+
+func fromHTTPRoute(r *gwv1.HTTPRoute) route {
+	out := route{kind: kindHTTPRoute, meta: &r.ObjectMeta, parentRefs: r.Spec.ParentRefs, hostnames: r.Spec.Hostnames,
+		rules: make([]routeRule, len(r.Spec.Rules))}
+	for i, rule := range r.Spec.Rules {
+		out.rules[i] = routeRule{name: rule.Name, matches: rule.Matches, filters: rule.Filters, backendRefs: rule.BackendRefs, timeouts: rule.Timeouts}
+	}
+	return out
+}
+
+func fromGRPCRoute(r *gwv1.GRPCRoute) route {
+	out := route{kind: kindGRPCRoute, meta: &r.ObjectMeta, parentRefs: r.Spec.ParentRefs, hostnames: r.Spec.Hostnames,
+		rules: make([]routeRule, len(r.Spec.Rules))}
+	for i, rule := range r.Spec.Rules {
+		rr := routeRule{name: rule.Name}
+		for _, m := range rule.Matches {
+			rr.matches = append(rr.matches, grpcMatch(m))
+		}
+		if len(rule.Matches) == 0 {
+			// Gateway API: no match means every gRPC call.
+			rr.matches = []gwv1.HTTPRouteMatch{{}}
+		}
+		rr.filters = grpcFilters(rule.Filters)
+		for _, b := range rule.BackendRefs {
+			rr.backendRefs = append(rr.backendRefs, gwv1.HTTPBackendRef{BackendRef: b.BackendRef, Filters: grpcFilters(b.Filters)})
+		}
+		out.rules[i] = rr
+	}
+	return out
+}
+
+// grpcMatch turns a gRPC method match into a path match: an exact service
+// and method is an exact path, a service alone a prefix, anything else a
+// regular expression on both segments.
+func grpcMatch(m gwv1.GRPCRouteMatch) gwv1.HTTPRouteMatch {
+	out := gwv1.HTTPRouteMatch{}
+	for _, h := range m.Headers {
+		typ := gwv1.HeaderMatchExact
+		if h.Type != nil && *h.Type == gwv1.GRPCHeaderMatchRegularExpression {
+			typ = gwv1.HeaderMatchRegularExpression
+		}
+		out.Headers = append(out.Headers, gwv1.HTTPHeaderMatch{Type: &typ, Name: gwv1.HTTPHeaderName(h.Name), Value: h.Value})
+	}
+	if m.Method == nil {
+		return out
+	}
+	service, method := "", ""
+	if m.Method.Service != nil {
+		service = *m.Method.Service
+	}
+	if m.Method.Method != nil {
+		method = *m.Method.Method
+	}
+	regex := m.Method.Type != nil && *m.Method.Type == gwv1.GRPCMethodMatchRegularExpression
+	switch {
+	case !regex && service != "" && method != "":
+		out.Path = &gwv1.HTTPPathMatch{Type: ptr(gwv1.PathMatchExact), Value: ptr("/" + service + "/" + method)}
+	case !regex && service != "":
+		out.Path = &gwv1.HTTPPathMatch{Type: ptr(gwv1.PathMatchPathPrefix), Value: ptr("/" + service)}
+	case !regex && method != "":
+		out.Path = &gwv1.HTTPPathMatch{Type: ptr(gwv1.PathMatchRegularExpression), Value: ptr("/[^/]+/" + regexp.QuoteMeta(method))}
+	case regex:
+		segment := func(re string) string {
+			if re == "" {
+				return "[^/]+"
+			}
+			return "(?:" + re + ")"
+		}
+		out.Path = &gwv1.HTTPPathMatch{Type: ptr(gwv1.PathMatchRegularExpression), Value: ptr("/" + segment(service) + "/" + segment(method))}
+	}
+	return out
+}
+
+// grpcFilters keeps the filter types both kinds share; the others keep
+// their type so that they are reported as unsupported by name.
+func grpcFilters(filters []gwv1.GRPCRouteFilter) []gwv1.HTTPRouteFilter {
+	out := make([]gwv1.HTTPRouteFilter, 0, len(filters))
+	for _, f := range filters {
+		out = append(out, gwv1.HTTPRouteFilter{
+			Type:                   gwv1.HTTPRouteFilterType(f.Type),
+			RequestHeaderModifier:  f.RequestHeaderModifier,
+			ResponseHeaderModifier: f.ResponseHeaderModifier,
+			RequestMirror:          f.RequestMirror,
+			ExtensionRef:           f.ExtensionRef,
+		})
+	}
+	return out
+}
+
+// kongProtocol is the Kong route protocol for a listener protocol.
+func (r route) kongProtocol(listenerProtocol string) string {
+	if !r.grpc() {
+		return listenerProtocol
+	}
+	if listenerProtocol == "https" {
+		return "grpcs"
+	}
+	return "grpc"
+}
+
+func ruleLabel(i int, name *gwv1.SectionName) string {
+	if name != nil {
+		return fmt.Sprintf("%d (%s)", i, *name)
+	}
+	return fmt.Sprint(i)
+}
