@@ -170,10 +170,10 @@ spec:
 	}
 }
 
-// ruleOf reads "httproute.<ns>.<name>.<rule>.<match>.<host>" back as
+// ruleOf reads "<kind>.<ns>.<name>.<rule>.<match>.<place>" back as
 // ns/name/rule/match.
 func ruleOf(kongRoute string) string {
-	rest := strings.TrimPrefix(kongRoute, "httproute.")
+	_, rest, _ := strings.Cut(kongRoute, ".") // the kind
 	ns, rest, _ := strings.Cut(rest, ".")
 	parts := strings.Split(rest, ".")
 	if len(parts) < 4 {
