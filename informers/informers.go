@@ -48,6 +48,9 @@ type Cache struct {
 	gateways    []gwlisters.GatewayLister
 	httpRoutes  gwlisters.HTTPRouteLister
 	grpcRoutes  gwlisters.GRPCRouteLister
+	tlsRoutes   gwlisters.TLSRouteLister
+	tcpRoutes   gwlisters.TCPRouteLister
+	udpRoutes   gwlisters.UDPRouteLister
 	grants      gwlisters.ReferenceGrantLister
 	services    corelisters.ServiceLister
 	slices      discoverylisters.EndpointSliceLister
@@ -99,8 +102,12 @@ func New(kube kubernetes.Interface, gw gwclient.Interface, scope Scope, trigger 
 	c.classes = v1.GatewayClasses().Lister()
 	c.httpRoutes = v1.HTTPRoutes().Lister()
 	c.grpcRoutes = v1.GRPCRoutes().Lister()
+	c.tlsRoutes = v1.TLSRoutes().Lister()
+	c.tcpRoutes = v1.TCPRoutes().Lister()
+	c.udpRoutes = v1.UDPRoutes().Lister()
 	c.grants = v1.ReferenceGrants().Lister()
-	if err := c.watch(v1.GatewayClasses().Informer(), v1.HTTPRoutes().Informer(), v1.GRPCRoutes().Informer(), v1.ReferenceGrants().Informer()); err != nil {
+	if err := c.watch(v1.GatewayClasses().Informer(), v1.HTTPRoutes().Informer(), v1.GRPCRoutes().Informer(),
+		v1.TLSRoutes().Informer(), v1.TCPRoutes().Informer(), v1.UDPRoutes().Informer(), v1.ReferenceGrants().Informer()); err != nil {
 		return nil, err
 	}
 	c.factories = append(c.factories, all)
@@ -153,7 +160,8 @@ func (c *Cache) onUpdate(oldObj, newObj any) {
 
 func isGatewayAPI(obj any) bool {
 	switch obj.(type) {
-	case *gwv1.Gateway, *gwv1.GatewayClass, *gwv1.HTTPRoute, *gwv1.GRPCRoute, *gwv1.ReferenceGrant:
+	case *gwv1.Gateway, *gwv1.GatewayClass, *gwv1.HTTPRoute, *gwv1.GRPCRoute, *gwv1.TLSRoute, *gwv1.TCPRoute, *gwv1.UDPRoute,
+		*gwv1.ReferenceGrant:
 		return true
 	}
 	return false
@@ -221,6 +229,15 @@ func (c *Cache) Snapshot(controller string, kong snapshot.Kong, serviceUpstream 
 		return nil, err
 	}
 	if s.GRPCRoutes, err = c.grpcRoutes.List(everything); err != nil {
+		return nil, err
+	}
+	if s.TLSRoutes, err = c.tlsRoutes.List(everything); err != nil {
+		return nil, err
+	}
+	if s.TCPRoutes, err = c.tcpRoutes.List(everything); err != nil {
+		return nil, err
+	}
+	if s.UDPRoutes, err = c.udpRoutes.List(everything); err != nil {
 		return nil, err
 	}
 	if s.ReferenceGrants, err = c.grants.List(everything); err != nil {

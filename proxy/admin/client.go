@@ -39,6 +39,7 @@ type Listen struct {
 	Port  int    `json:"port"`
 	SSL   bool   `json:"ssl"`
 	HTTP2 bool   `json:"http2"`
+	UDP   bool   `json:"udp"` // stream listens only
 }
 
 // Info is what GET / tells about the Kong beside us.

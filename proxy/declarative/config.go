@@ -54,11 +54,18 @@ type Route struct {
 	Paths        []string            `json:"paths,omitempty"`
 	Headers      map[string][]string `json:"headers,omitempty"`
 	SNIs         []string            `json:"snis,omitempty"`
+	Destinations []Endpoint          `json:"destinations,omitempty"`
 	RegexPrio    *int64              `json:"regex_priority,omitempty"`
-	StripPath    bool                `json:"strip_path"`
-	PreserveHost bool                `json:"preserve_host"`
+	StripPath    *bool               `json:"strip_path,omitempty"`
+	PreserveHost *bool               `json:"preserve_host,omitempty"`
 	Tags         []string            `json:"tags,omitempty"`
 	Plugins      []*Plugin           `json:"plugins,omitempty"`
+}
+
+// Endpoint is a stream route's source or destination.
+type Endpoint struct {
+	IP   string `json:"ip,omitempty"`
+	Port int    `json:"port,omitempty"`
 }
 
 // Plugin is a Kong plugin instance attached to the entity it is nested in.

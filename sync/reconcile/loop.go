@@ -303,7 +303,7 @@ func kongFromInfo(info admin.Info) snapshot.Kong {
 		k.ProxyListens = append(k.ProxyListens, snapshot.Listen{Port: l.Port, SSL: l.SSL, HTTP2: l.HTTP2})
 	}
 	for _, l := range info.StreamListeners {
-		k.StreamListens = append(k.StreamListens, snapshot.Listen{Port: l.Port, SSL: l.SSL})
+		k.StreamListens = append(k.StreamListens, snapshot.Listen{Port: l.Port, SSL: l.SSL, UDP: l.UDP})
 	}
 	return k
 }

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/konglet/konglet/proxy/admin"
@@ -68,23 +69,35 @@ func (r refusals) describe() string {
 
 func resourceVersion(snap *snapshot.Snapshot, ref translate.ObjectRef) string {
 	key := types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}
-	switch ref.Kind {
-	case "HTTPRoute":
-		for _, r := range snap.HTTPRoutes {
-			if r.Namespace == key.Namespace && r.Name == key.Name {
-				return r.ResourceVersion
-			}
-		}
-	case "GRPCRoute":
-		for _, r := range snap.GRPCRoutes {
-			if r.Namespace == key.Namespace && r.Name == key.Name {
-				return r.ResourceVersion
-			}
-		}
-	case "Service":
+	if ref.Kind == "Service" {
 		if svc := snap.Services[key]; svc != nil {
 			return svc.ResourceVersion
 		}
+		return ""
 	}
-	return ""
+	var found string
+	find := func(obj metav1.Object) {
+		if obj.GetNamespace() == key.Namespace && obj.GetName() == key.Name {
+			found = obj.GetResourceVersion()
+		}
+	}
+	switch ref.Kind {
+	case "HTTPRoute":
+		each(snap.HTTPRoutes, find)
+	case "GRPCRoute":
+		each(snap.GRPCRoutes, find)
+	case "TLSRoute":
+		each(snap.TLSRoutes, find)
+	case "TCPRoute":
+		each(snap.TCPRoutes, find)
+	case "UDPRoute":
+		each(snap.UDPRoutes, find)
+	}
+	return found
+}
+
+func each[T metav1.Object](list []T, f func(metav1.Object)) {
+	for _, o := range list {
+		f(o)
+	}
 }

@@ -22,6 +22,9 @@ type Objects struct {
 	Gateways        []*gwv1.Gateway
 	HTTPRoutes      []*gwv1.HTTPRoute
 	GRPCRoutes      []*gwv1.GRPCRoute
+	TLSRoutes       []*gwv1.TLSRoute
+	TCPRoutes       []*gwv1.TCPRoute
+	UDPRoutes       []*gwv1.UDPRoute
 	ReferenceGrants []*gwv1.ReferenceGrant
 	Services        []*corev1.Service
 	EndpointSlices  []*discoveryv1.EndpointSlice
@@ -85,6 +88,12 @@ func (o *Objects) decodeOne(doc []byte) error {
 		return into(doc, &o.HTTPRoutes, true)
 	case "GRPCRoute":
 		return into(doc, &o.GRPCRoutes, true)
+	case "TLSRoute":
+		return into(doc, &o.TLSRoutes, true)
+	case "TCPRoute":
+		return into(doc, &o.TCPRoutes, true)
+	case "UDPRoute":
+		return into(doc, &o.UDPRoutes, true)
 	case "ReferenceGrant":
 		return into(doc, &o.ReferenceGrants, true)
 	case "Service":
@@ -125,6 +134,9 @@ func (o *Objects) Build(controller string, gateways []types.NamespacedName, publ
 		GatewayClasses:  map[string]*gwv1.GatewayClass{},
 		HTTPRoutes:      o.HTTPRoutes,
 		GRPCRoutes:      o.GRPCRoutes,
+		TLSRoutes:       o.TLSRoutes,
+		TCPRoutes:       o.TCPRoutes,
+		UDPRoutes:       o.UDPRoutes,
 		ReferenceGrants: o.ReferenceGrants,
 		Services:        map[types.NamespacedName]*corev1.Service{},
 		EndpointSlices:  map[types.NamespacedName][]*discoveryv1.EndpointSlice{},

@@ -29,6 +29,7 @@ type Listen struct {
 	Port  int
 	SSL   bool
 	HTTP2 bool
+	UDP   bool
 }
 
 // Kong is what the local Kong says about itself in GET /.
@@ -71,6 +72,9 @@ type Snapshot struct {
 	GatewayClasses  map[string]*gwv1.GatewayClass
 	HTTPRoutes      []*gwv1.HTTPRoute
 	GRPCRoutes      []*gwv1.GRPCRoute
+	TLSRoutes       []*gwv1.TLSRoute
+	TCPRoutes       []*gwv1.TCPRoute
+	UDPRoutes       []*gwv1.UDPRoute
 	ReferenceGrants []*gwv1.ReferenceGrant
 	Services        map[types.NamespacedName]*corev1.Service
 	// EndpointSlices by the Service they belong to.

@@ -7,11 +7,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -84,71 +86,97 @@ func (w *Writer) Write(ctx context.Context, snap *snapshot.Snapshot, desired tra
 		res.add(wrote)
 		errs = append(errs, err)
 	}
-	httpRoutes := w.client.GatewayV1().HTTPRoutes
-	for _, current := range snap.HTTPRoutes {
-		wrote, err := writeRoute(ctx, w, current, desired.HTTPRoutes, snap.ControllerName, now,
-			func(ctx context.Context) (*gwv1.HTTPRoute, error) {
-				return httpRoutes(current.Namespace).Get(ctx, current.Name, metav1.GetOptions{})
-			},
-			func(r *gwv1.HTTPRoute) *gwv1.RouteStatus { return &r.Status.RouteStatus },
-			func(ctx context.Context, r *gwv1.HTTPRoute) error {
-				_, err := httpRoutes(r.Namespace).UpdateStatus(ctx, r, metav1.UpdateOptions{})
-				return wrapErr("HTTPRoute", r.Namespace, r.Name, err)
-			})
+	v1 := w.client.GatewayV1()
+	for _, r := range snap.HTTPRoutes {
+		wrote, err := writeRoute(ctx, w, r, desired, snap.ControllerName, now, v1.HTTPRoutes(r.Namespace))
 		res.add(wrote)
 		errs = append(errs, err)
 	}
-	grpcRoutes := w.client.GatewayV1().GRPCRoutes
-	for _, current := range snap.GRPCRoutes {
-		wrote, err := writeRoute(ctx, w, current, desired.GRPCRoutes, snap.ControllerName, now,
-			func(ctx context.Context) (*gwv1.GRPCRoute, error) {
-				return grpcRoutes(current.Namespace).Get(ctx, current.Name, metav1.GetOptions{})
-			},
-			func(r *gwv1.GRPCRoute) *gwv1.RouteStatus { return &r.Status.RouteStatus },
-			func(ctx context.Context, r *gwv1.GRPCRoute) error {
-				_, err := grpcRoutes(r.Namespace).UpdateStatus(ctx, r, metav1.UpdateOptions{})
-				return wrapErr("GRPCRoute", r.Namespace, r.Name, err)
-			})
+	for _, r := range snap.GRPCRoutes {
+		wrote, err := writeRoute(ctx, w, r, desired, snap.ControllerName, now, v1.GRPCRoutes(r.Namespace))
+		res.add(wrote)
+		errs = append(errs, err)
+	}
+	for _, r := range snap.TLSRoutes {
+		wrote, err := writeRoute(ctx, w, r, desired, snap.ControllerName, now, v1.TLSRoutes(r.Namespace))
+		res.add(wrote)
+		errs = append(errs, err)
+	}
+	for _, r := range snap.TCPRoutes {
+		wrote, err := writeRoute(ctx, w, r, desired, snap.ControllerName, now, v1.TCPRoutes(r.Namespace))
+		res.add(wrote)
+		errs = append(errs, err)
+	}
+	for _, r := range snap.UDPRoutes {
+		wrote, err := writeRoute(ctx, w, r, desired, snap.ControllerName, now, v1.UDPRoutes(r.Namespace))
 		res.add(wrote)
 		errs = append(errs, err)
 	}
 	return res, errors.Join(errs...)
 }
 
-// routeObject is what both route kinds offer the writer.
+// routeObject is what every route kind offers the writer.
 type routeObject[T any] interface {
 	*T
 	metav1.Object
+	runtime.Object
 	DeepCopy() *T
+}
+
+// routeClient is the typed client of one route kind in one namespace.
+type routeClient[P any] interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (P, error)
+	UpdateStatus(ctx context.Context, obj P, opts metav1.UpdateOptions) (P, error)
 }
 
 // writeRoute replaces this replica's entries in a route's status.parents
 // with the desired ones, keeping everyone else's.
-func writeRoute[T any, P routeObject[T]](ctx context.Context, w *Writer, current P,
-	desired map[types.NamespacedName][]gwv1.RouteParentStatus, controller string, now metav1.Time,
-	get func(context.Context) (P, error), status func(P) *gwv1.RouteStatus, put func(context.Context, P) error) (bool, error) {
-	ns := current.GetNamespace()
+func writeRoute[T any, P routeObject[T]](ctx context.Context, w *Writer, current P, desired translate.Status, controller string,
+	now metav1.Time, api routeClient[P]) (bool, error) {
+	kind := reflect.TypeFor[T]().Name()
+	ns, name := current.GetNamespace(), current.GetName()
 	var want []gwv1.RouteParentStatus
-	for _, p := range desired[types.NamespacedName{Namespace: ns, Name: current.GetName()}] {
+	for _, p := range desired.Routes[translate.ObjectRef{Group: gwv1.GroupName, Kind: kind, Namespace: ns, Name: name}] {
 		if w.owns(ns, p.ParentRef) {
 			want = append(want, p)
 		}
 	}
 	return update(ctx, (*T)(current),
 		func(ctx context.Context) (*T, error) {
-			r, err := get(ctx)
+			r, err := api.Get(ctx, name, metav1.GetOptions{})
 			return (*T)(r), err
 		},
 		func(r *T) (*T, bool) {
-			parents := w.mergeParents(ns, status(r).Parents, want, controller, now)
-			if equality.Semantic.DeepEqual(parents, status(r).Parents) || (len(parents) == 0 && len(status(r).Parents) == 0) {
+			st := routeStatus(P(r))
+			parents := w.mergeParents(ns, st.Parents, want, controller, now)
+			if equality.Semantic.DeepEqual(parents, st.Parents) || (len(parents) == 0 && len(st.Parents) == 0) {
 				return r, false
 			}
 			next := P(r).DeepCopy()
-			status(next).Parents = parents
+			routeStatus(P(next)).Parents = parents
 			return next, true
 		},
-		func(ctx context.Context, r *T) error { return put(ctx, r) })
+		func(ctx context.Context, r *T) error {
+			_, err := api.UpdateStatus(ctx, P(r), metav1.UpdateOptions{})
+			return wrapErr(kind, ns, name, err)
+		})
+}
+
+// routeStatus is the RouteStatus every route kind embeds.
+func routeStatus(obj any) *gwv1.RouteStatus {
+	switch r := obj.(type) {
+	case *gwv1.HTTPRoute:
+		return &r.Status.RouteStatus
+	case *gwv1.GRPCRoute:
+		return &r.Status.RouteStatus
+	case *gwv1.TLSRoute:
+		return &r.Status.RouteStatus
+	case *gwv1.TCPRoute:
+		return &r.Status.RouteStatus
+	case *gwv1.UDPRoute:
+		return &r.Status.RouteStatus
+	}
+	panic(fmt.Sprintf("routeStatus: %T is not a route", obj))
 }
 
 func (r *Result) add(wrote bool) {

@@ -21,10 +21,11 @@ import (
 const ours = "konglet.dev/gateway-controller"
 
 var (
-	bound   = types.NamespacedName{Namespace: "kong", Name: "gw"}
-	t0      = metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	t1      = time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)
-	boundNS = gwv1.Namespace("kong")
+	bound    = types.NamespacedName{Namespace: "kong", Name: "gw"}
+	t0       = metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	t1       = time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)
+	boundNS  = gwv1.Namespace("kong")
+	routeRef = translate.ObjectRef{Group: gwv1.GroupName, Kind: "HTTPRoute", Namespace: "app", Name: "r"}
 )
 
 func parent(controller, gateway string, accepted metav1.ConditionStatus, ltt metav1.Time) gwv1.RouteParentStatus {
@@ -47,7 +48,7 @@ func write(t *testing.T, route *gwv1.HTTPRoute, want []gwv1.RouteParentStatus) (
 	client := fake.NewClientset(route)
 	w := NewWriter(client, []types.NamespacedName{bound}, nil, func() time.Time { return t1 })
 	snap := &snapshot.Snapshot{ControllerName: ours, HTTPRoutes: []*gwv1.HTTPRoute{route}}
-	desired := translate.Status{HTTPRoutes: map[types.NamespacedName][]gwv1.RouteParentStatus{{Namespace: "app", Name: "r"}: want}}
+	desired := translate.Status{Routes: map[translate.ObjectRef][]gwv1.RouteParentStatus{routeRef: want}}
 	res, err := w.Write(context.Background(), snap, desired)
 	if err != nil {
 		t.Fatal(err)
@@ -131,7 +132,7 @@ func TestWriterRetriesOnConflict(t *testing.T) {
 	})
 	w := NewWriter(client, []types.NamespacedName{bound}, nil, func() time.Time { return t1 })
 	snap := &snapshot.Snapshot{ControllerName: ours, HTTPRoutes: []*gwv1.HTTPRoute{route}}
-	desired := translate.Status{HTTPRoutes: map[types.NamespacedName][]gwv1.RouteParentStatus{{Namespace: "app", Name: "r"}: {parent(ours, "gw", metav1.ConditionTrue, metav1.Time{})}}}
+	desired := translate.Status{Routes: map[translate.ObjectRef][]gwv1.RouteParentStatus{routeRef: {parent(ours, "gw", metav1.ConditionTrue, metav1.Time{})}}}
 	res, err := w.Write(context.Background(), snap, desired)
 	if err != nil || res.Writes != 1 {
 		t.Fatalf("Write = %+v, %v; want one write after one conflict", res, err)

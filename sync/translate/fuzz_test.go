@@ -45,7 +45,7 @@ func FuzzTranslate(f *testing.F) {
 		if err := objs.Decode(bytes.NewReader(input), "fuzz"); err != nil {
 			return // not YAML the API server would accept either
 		}
-		snap := objs.Build(snapshot.DefaultControllerName, nil, types.NamespacedName{Namespace: "kong", Name: "kong-proxy"}, snapshot.DefaultKong(flavor))
+		snap := objs.Build(snapshot.DefaultControllerName, nil, types.NamespacedName{Namespace: "kong", Name: "kong-proxy"}, testKong(flavor))
 		before := deepCopy(snap)
 		first := translate.Translate(snap, nil)
 		if !reflect.DeepEqual(before, deepCopy(snap)) {

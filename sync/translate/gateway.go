@@ -37,8 +37,10 @@ type listener struct {
 	accepted     metav1.Condition
 	resolvedRefs metav1.Condition
 	conflicted   metav1.Condition
-	// listen is the Kong listen the listener reaches.
+	// listen is the Kong listen the listener reaches, and dstPort what
+	// Kong's net.dst.port says for connections through it.
 	listen   snapshot.Listen
+	dstPort  int
 	attached map[ObjectRef]bool
 }
 
@@ -106,7 +108,7 @@ func (t *translation) checkListener(g *gateway, spec gwv1.Listener) *listener {
 		return l
 	}
 	l.kinds, l.resolvedRefs = supportedKinds(spec, gen)
-	wantSSL := false
+	wantSSL, stream, udp := false, false, false
 	switch spec.Protocol {
 	case gwv1.HTTPProtocolType:
 		l.kongProtocol = "http"
@@ -119,14 +121,37 @@ func (t *translation) checkListener(g *gateway, spec gwv1.Listener) *listener {
 		if l.secrets, problem = t.listenerCertificates(g, spec); problem != nil {
 			l.resolvedRefs = *problem
 		}
+	case gwv1.TCPProtocolType:
+		l.kongProtocol, stream = "tcp", true
+	case gwv1.UDPProtocolType:
+		l.kongProtocol, stream, udp = "udp", true, true
+	case gwv1.TLSProtocolType:
+		stream = true
+		if spec.TLS != nil && spec.TLS.Mode != nil && *spec.TLS.Mode == gwv1.TLSModePassthrough {
+			// Kong reads the server name without terminating: a plain listen.
+			l.kongProtocol = "tls_passthrough"
+			break
+		}
+		l.kongProtocol, wantSSL = "tls", true
+		var problem *metav1.Condition
+		if l.secrets, problem = t.listenerCertificates(g, spec); problem != nil {
+			l.resolvedRefs = *problem
+		}
 	default:
 		return reject(gwv1.ListenerReasonUnsupportedProtocol, "protocol %s is not supported by konglet yet", spec.Protocol)
 	}
-	listen, err := t.kongListen(spec.Port)
+	listen, err := t.kongListen(spec.Port, stream, udp)
 	if err != nil {
 		return reject(gwv1.ListenerReasonPortUnavailable, "%s", err)
 	}
-	l.listen = listen
+	l.listen, l.dstPort = listen, int(spec.Port)
+	if stream {
+		l.dstPort = t.streamDstPort(listen.Port)
+	}
+	if listen.UDP != udp {
+		return reject(gwv1.ListenerReasonUnsupportedProtocol, "port %d reaches Kong's stream listen %d, which has udp=%t; a %s listener needs udp=%t",
+			spec.Port, listen.Port, listen.UDP, spec.Protocol, udp)
+	}
 	if listen.SSL != wantSSL {
 		return reject(gwv1.ListenerReasonUnsupportedProtocol,
 			"port %d reaches Kong's listen %d, which has ssl=%t; a %s listener needs ssl=%t",
@@ -136,26 +161,46 @@ func (t *translation) checkListener(g *gateway, spec gwv1.Listener) *listener {
 }
 
 // kongListen follows a listener port (a port of the publish Service) to the
-// Kong listen that serves it (DESIGN decision 2).
-func (t *translation) kongListen(port gwv1.PortNumber) (snapshot.Listen, error) {
-	kongPort, err := t.targetPort(port)
+// Kong listen that serves it (DESIGN decision 2): a proxy listen for HTTP,
+// a stream listen for TCP, UDP and TLS.
+func (t *translation) kongListen(port gwv1.PortNumber, stream, udp bool) (snapshot.Listen, error) {
+	protocol := corev1.ProtocolTCP
+	if udp {
+		protocol = corev1.ProtocolUDP
+	}
+	listens, kind := t.snap.Kong.ProxyListens, "proxy"
+	if stream {
+		listens, kind = t.snap.Kong.StreamListens, "stream"
+	}
+	kongPort, err := t.targetPort(port, protocol)
 	if err != nil {
 		return snapshot.Listen{}, err
 	}
-	for _, listen := range t.snap.Kong.ProxyListens {
+	for _, listen := range listens {
 		if listen.Port == kongPort {
 			return listen, nil
 		}
 	}
-	ports := make([]string, 0, len(t.snap.Kong.ProxyListens))
-	for _, listen := range t.snap.Kong.ProxyListens {
+	ports := make([]string, 0, len(listens))
+	for _, listen := range listens {
 		ports = append(ports, strconv.Itoa(listen.Port))
 	}
-	return snapshot.Listen{}, fmt.Errorf("port %d leads to port %d, where Kong does not listen (Kong proxy listens: %s)",
-		port, kongPort, strings.Join(ports, ", "))
+	return snapshot.Listen{}, fmt.Errorf("port %d leads to port %d, where Kong has no %s listen (Kong %s listens: %s)",
+		port, kongPort, kind, kind, strings.Join(ports, ", "))
 }
 
-func (t *translation) targetPort(port gwv1.PortNumber) (int, error) {
+// streamDstPort is what Kong's net.dst.port is for a stream connection on
+// a listen: the host port port_maps maps it from, else the listen port.
+func (t *translation) streamDstPort(listenPort int) int {
+	for host, container := range t.snap.Kong.PortMaps {
+		if container == listenPort {
+			return host
+		}
+	}
+	return listenPort
+}
+
+func (t *translation) targetPort(port gwv1.PortNumber, protocol corev1.Protocol) (int, error) {
 	svc := t.snap.PublishService
 	if svc == nil {
 		if mapped, ok := t.snap.Kong.PortMaps[int(port)]; ok {
@@ -164,7 +209,7 @@ func (t *translation) targetPort(port gwv1.PortNumber) (int, error) {
 		return int(port), nil
 	}
 	for _, sp := range svc.Spec.Ports {
-		if sp.Port != int32(port) || (sp.Protocol != "" && sp.Protocol != corev1.ProtocolTCP) {
+		if sp.Port != int32(port) || (sp.Protocol != protocol && (sp.Protocol != "" || protocol != corev1.ProtocolTCP)) {
 			continue
 		}
 		if sp.TargetPort.IntValue() > 0 {
@@ -179,7 +224,7 @@ func (t *translation) targetPort(port gwv1.PortNumber) (int, error) {
 		return 0, fmt.Errorf("Service %s/%s port %d targets the named port %q, which this Pod does not declare",
 			svc.Namespace, svc.Name, port, sp.TargetPort.String())
 	}
-	return 0, fmt.Errorf("Service %s/%s has no TCP port %d", svc.Namespace, svc.Name, port)
+	return 0, fmt.Errorf("Service %s/%s has no %s port %d", svc.Namespace, svc.Name, protocol, port)
 }
 
 func (t *translation) namedContainerPort(name string) (int, bool) {
@@ -201,9 +246,18 @@ func (t *translation) namedContainerPort(name string) (int, bool) {
 func supportedKinds(spec gwv1.Listener, gen int64) ([]gwv1.RouteGroupKind, metav1.Condition) {
 	ok := condition(string(gwv1.ListenerConditionResolvedRefs), true, string(gwv1.ListenerReasonResolvedRefs), "", gen)
 	served := []gwv1.RouteGroupKind{}
-	if spec.Protocol == gwv1.HTTPProtocolType || spec.Protocol == gwv1.HTTPSProtocolType {
-		served = append(served, gwv1.RouteGroupKind{Group: ptr(gwv1.Group(gwv1.GroupName)), Kind: kindHTTPRoute},
-			gwv1.RouteGroupKind{Group: ptr(gwv1.Group(gwv1.GroupName)), Kind: kindGRPCRoute})
+	kind := func(k gwv1.Kind) gwv1.RouteGroupKind {
+		return gwv1.RouteGroupKind{Group: ptr(gwv1.Group(gwv1.GroupName)), Kind: k}
+	}
+	switch spec.Protocol {
+	case gwv1.HTTPProtocolType, gwv1.HTTPSProtocolType:
+		served = append(served, kind(kindHTTPRoute), kind(kindGRPCRoute))
+	case gwv1.TLSProtocolType:
+		served = append(served, kind(kindTLSRoute))
+	case gwv1.TCPProtocolType:
+		served = append(served, kind(kindTCPRoute))
+	case gwv1.UDPProtocolType:
+		served = append(served, kind(kindUDPRoute))
 	}
 	if spec.AllowedRoutes == nil || len(spec.AllowedRoutes.Kinds) == 0 {
 		return served, ok
@@ -242,6 +296,8 @@ func markConflicts(ls []*listener) {
 			}
 			gen := a.gw.obj.Generation
 			switch {
+			case (a.spec.Protocol == gwv1.UDPProtocolType) != (b.spec.Protocol == gwv1.UDPProtocolType):
+				continue // UDP and TCP ports are distinct
 			case a.spec.Protocol != b.spec.Protocol:
 				a.conflicted = condition(string(gwv1.ListenerConditionConflicted), true, string(gwv1.ListenerReasonProtocolConflict),
 					fmt.Sprintf("port %d is also used by listener %s/%s/%s with protocol %s", a.spec.Port, b.gw.key.Namespace, b.gw.key.Name, b.spec.Name, b.spec.Protocol), gen)

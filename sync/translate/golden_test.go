@@ -35,7 +35,16 @@ func loadSnapshot(t testing.TB, flavor string, paths ...string) *snapshot.Snapsh
 			t.Fatal(err)
 		}
 	}
-	return objs.Build(snapshot.DefaultControllerName, nil, publishService, snapshot.DefaultKong(flavor))
+	return objs.Build(snapshot.DefaultControllerName, nil, publishService, testKong(flavor))
+}
+
+// testKong is the chart's default Kong plus the stream listens of a Kong
+// that serves L4: plain TCP (also TLS passthrough, read with ssl_preread),
+// TLS terminating, and UDP.
+func testKong(flavor string) snapshot.Kong {
+	kong := snapshot.DefaultKong(flavor)
+	kong.StreamListens = []snapshot.Listen{{Port: 9000}, {Port: 9001}, {Port: 9443, SSL: true}, {Port: 9053, UDP: true}}
+	return kong
 }
 
 // TestGolden translates every testdata/golden/*.yaml input with both router

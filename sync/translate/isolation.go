@@ -56,7 +56,7 @@ func (t *translation) placements(where attachment) []placement {
 				p = &placement{host: host, excluded: excluded}
 				groups[key] = p
 			}
-			p.ports = append(p.ports, int(port))
+			p.ports = append(p.ports, by.dstPort)
 			if !slices.Contains(p.protocols, by.protocol) {
 				p.protocols = append(p.protocols, by.protocol)
 			}

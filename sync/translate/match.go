@@ -71,17 +71,26 @@ func precedenceClass(host string, m gwv1.HTTPRouteMatch) uint64 {
 }
 
 // kongRoute builds the Kong route for one match in one placement.
-func (t *translation) kongRoute(name string, place placement, m gwv1.HTTPRouteMatch, filters ruleFilters) *kongRoute {
+func (t *translation) kongRoute(name string, place placement, m gwv1.HTTPRouteMatch, filters ruleFilters, stream bool) *kongRoute {
 	r := &declarative.Route{
-		ID:           declarative.ID("route", name),
-		Name:         name,
-		Protocols:    place.protocols,
-		PreserveHost: true,
+		ID:        declarative.ID("route", name),
+		Name:      name,
+		Protocols: place.protocols,
 	}
-	if t.snap.Kong.RouterFlavor == snapshot.RouterExpressions {
+	expressions := t.snap.Kong.RouterFlavor == snapshot.RouterExpressions
+	switch {
+	case stream && expressions:
+		r.Expression = streamExpression(place)
+	case stream:
+		streamFields(r, place)
+	case expressions:
 		r.Expression = httpExpression(place, m, filters)
-	} else {
+	default:
 		traditionalFields(r, place.host, m)
+	}
+	if !stream {
+		// strip_path and preserve_host are HTTP-only fields in Kong.
+		r.StripPath, r.PreserveHost = ptr(false), ptr(true)
 	}
 	kr := &kongRoute{route: r, class: precedenceClass(place.host, m)}
 	t.kongRoutes = append(t.kongRoutes, kr)
@@ -155,6 +164,41 @@ func httpExpression(place placement, m gwv1.HTTPRouteMatch, filters ruleFilters)
 		clauses = append(clauses, "("+valueClause(field, (*gwv1.HeaderMatchType)(q.Type), q.Value)+")")
 	}
 	return strings.Join(clauses, " && ")
+}
+
+// streamExpression matches a connection by the port it arrived on and, for
+// TLS, the server name (SNI is case-insensitive but sent lowercase).
+func streamExpression(place placement) string {
+	portClauses := make([]string, len(place.ports))
+	for i, p := range place.ports {
+		portClauses[i] = "net.dst.port == " + strconv.Itoa(p)
+	}
+	clauses := []string{"(" + strings.Join(portClauses, " || ") + ")"}
+	switch {
+	case place.host == "":
+	case isWildcard(place.host):
+		clauses = append(clauses, "(tls.sni =^ "+quote(place.host[1:])+")")
+	default:
+		clauses = append(clauses, "(tls.sni == "+quote(place.host)+")")
+	}
+	for _, h := range place.excluded {
+		if isWildcard(h) {
+			clauses = append(clauses, "!(tls.sni =^ "+quote(h[1:])+")")
+		} else {
+			clauses = append(clauses, "!(tls.sni == "+quote(h)+")")
+		}
+	}
+	return strings.Join(clauses, " && ")
+}
+
+// streamFields writes a stream match with traditional fields.
+func streamFields(r *declarative.Route, place placement) {
+	for _, p := range place.ports {
+		r.Destinations = append(r.Destinations, declarative.Endpoint{Port: p})
+	}
+	if place.host != "" {
+		r.SNIs = []string{place.host}
+	}
 }
 
 // hostPredicate matches a hostname whatever the letter case of the request.

@@ -39,13 +39,17 @@ func (s Status) Objects() []ObjectStatus {
 	for _, key := range sortedKeys(s.Gateways, compareNames) {
 		add(kindGateway, key, s.Gateways[key])
 	}
-	for _, key := range sortedKeys(s.HTTPRoutes, compareNames) {
-		add(kindHTTPRoute, key, map[string]any{"parents": s.HTTPRoutes[key]})
-	}
-	for _, key := range sortedKeys(s.GRPCRoutes, compareNames) {
-		add(kindGRPCRoute, key, map[string]any{"parents": s.GRPCRoutes[key]})
+	for _, ref := range sortedKeys(s.Routes, func(a, b ObjectRef) int {
+		return cmp.Or(cmp.Compare(routeKindOrder(a.Kind), routeKindOrder(b.Kind)), cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+	}) {
+		add(ref.Kind, types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}, map[string]any{"parents": s.Routes[ref]})
 	}
 	return out
+}
+
+// routeKindOrder lists route kinds in a fixed order in the output.
+func routeKindOrder(kind string) int {
+	return slices.Index([]string{kindHTTPRoute, kindGRPCRoute, kindTLSRoute, kindTCPRoute, kindUDPRoute}, kind)
 }
 
 func compareNames(a, b types.NamespacedName) int {

@@ -9,7 +9,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/types"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/konglet/konglet/proxy/declarative"
@@ -21,8 +20,9 @@ type attachment map[string]map[gwv1.PortNumber]servedBy
 
 // servedBy is the listener through which a route serves a hostname on a port.
 type servedBy struct {
-	protocol     string // Kong's: http or https
+	protocol     string // Kong's route protocol
 	listenerHost string // the listener's hostname, "" for any
+	dstPort      int    // what Kong's net.dst.port says for this listener
 }
 
 func (t *translation) routes() {
@@ -32,6 +32,15 @@ func (t *translation) routes() {
 	}
 	for _, r := range t.snap.GRPCRoutes {
 		routes = append(routes, fromGRPCRoute(r))
+	}
+	for _, r := range t.snap.TLSRoutes {
+		routes = append(routes, fromTLSRoute(r))
+	}
+	for _, r := range t.snap.TCPRoutes {
+		routes = append(routes, fromTCPRoute(r))
+	}
+	for _, r := range t.snap.UDPRoutes {
+		routes = append(routes, fromUDPRoute(r))
 	}
 	// The order is the Gateway API's tie-break between routes: oldest first,
 	// then by namespace/name. A route's index in it is its rank.
@@ -46,7 +55,6 @@ func (t *translation) routes() {
 }
 
 func (t *translation) route(r route, rank int) {
-	key := types.NamespacedName{Namespace: r.meta.Namespace, Name: r.meta.Name}
 	gen := r.meta.Generation
 	type verdict struct {
 		ref             gwv1.ParentReference
@@ -91,11 +99,7 @@ func (t *translation) route(r route, rank int) {
 		}
 		parents = append(parents, st)
 	}
-	if r.grpc() {
-		t.status.GRPCRoutes[key] = parents
-	} else {
-		t.status.HTTPRoutes[key] = parents
-	}
+	t.status.Routes[r.key()] = parents
 	if servable {
 		t.emit(r, rank, rules, where)
 	}
@@ -191,6 +195,12 @@ func (t *translation) attach(r route, g *gateway, ref gwv1.ParentReference, wher
 			reason, message = string(gwv1.RouteReasonNoMatchingListenerHostname), fmt.Sprintf("no hostname of the route matches listener %q", l.spec.Name)
 			continue
 		}
+		if (r.kind == kindTCPRoute || r.kind == kindUDPRoute) && len(l.attached) > 0 {
+			// One TCP or UDP listener forwards to one route: the oldest.
+			reason, message = string(gwv1.RouteReasonNotAllowedByListeners),
+				fmt.Sprintf("listener %q already forwards to an older %s; Kong cannot tell their connections apart", l.spec.Name, r.kind)
+			continue
+		}
 		if r.grpc() && l.kongProtocol == "http" && !l.listen.HTTP2 {
 			reason, message = string(gwv1.RouteReasonUnsupportedValue),
 				fmt.Sprintf("gRPC without TLS needs HTTP/2 on Kong's listen %d: add http2 to that proxy_listen", l.listen.Port)
@@ -205,7 +215,7 @@ func (t *translation) attach(r route, g *gateway, ref gwv1.ParentReference, wher
 			}
 			// Through two listeners on one port, the more specific one counts.
 			if prev, ok := where[h][l.spec.Port]; !ok || hostSpecificity(lh) > hostSpecificity(prev.listenerHost) {
-				where[h][l.spec.Port] = servedBy{r.kongProtocol(l.kongProtocol), lh}
+				where[h][l.spec.Port] = servedBy{r.kongProtocol(l.kongProtocol), lh, l.dstPort}
 			}
 		}
 	}
@@ -271,10 +281,7 @@ func (t *translation) emit(r route, rank int, rules []ruleResult, where attachme
 		// Protocol and port are Kong's defaults (http, 80); the port only
 		// matters for a host that is not an upstream.
 		ruleBase := base + strconv.Itoa(rule.index)
-		svc := &declarative.Service{Name: ruleBase, Tags: tags}
-		if r.grpc() {
-			svc.Protocol = "grpc" // GRPCRoute backends speak gRPC over cleartext HTTP/2
-		}
+		svc := &declarative.Service{Name: ruleBase, Tags: tags, Protocol: r.serviceProtocol()}
 		svc.ID = declarative.ID("service", svc.Name)
 		svc.Host = t.upstreamFor(rule.backends)
 		rule.filters.serviceTimeouts(svc)
@@ -282,11 +289,11 @@ func (t *translation) emit(r route, rank int, rules []ruleResult, where attachme
 			for pi, place := range places {
 				name := ruleBase + "." + strconv.Itoa(mi) + "." + strconv.Itoa(pi)
 				plugins := rule.filters.plugins(name, place.host, place.ports, m, tags)
-				kr := t.kongRoute(name, place, m, rule.filters)
+				kr := t.kongRoute(name, place, m, rule.filters, r.stream())
 				kr.route.Tags = tags
 				kr.order = routeOrder{route: rank, rule: rule.index, match: mi}
 				kr.route.Plugins = plugins
-				if len(rule.backends) == 0 && !redirects(plugins) {
+				if len(rule.backends) == 0 && !redirects(plugins) && !r.stream() {
 					kr.route.Plugins = append(kr.route.Plugins, t.noBackendPlugin(name, tags))
 				}
 				svc.Routes = append(svc.Routes, kr.route)

@@ -8,7 +8,12 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 )
 
-const kindGRPCRoute = "GRPCRoute"
+const (
+	kindGRPCRoute = "GRPCRoute"
+	kindTLSRoute  = "TLSRoute"
+	kindTCPRoute  = "TCPRoute"
+	kindUDPRoute  = "UDPRoute"
+)
 
 // route is an HTTPRoute or a GRPCRoute as the translation sees it. A gRPC
 // call is an HTTP/2 request for the path /<service>/<method>, so GRPCRoute
@@ -30,6 +35,11 @@ type routeRule struct {
 }
 
 func (r route) grpc() bool { return r.kind == kindGRPCRoute }
+
+// stream tells whether the route is served by Kong's stream subsystem.
+func (r route) stream() bool {
+	return r.kind == kindTLSRoute || r.kind == kindTCPRoute || r.kind == kindUDPRoute
+}
 
 func (r route) key() ObjectRef {
 	return ObjectRef{gwv1.GroupName, string(r.kind), r.meta.Namespace, r.meta.Name}
@@ -63,6 +73,44 @@ func fromGRPCRoute(r *gwv1.GRPCRoute) route {
 		out.rules[i] = rr
 	}
 	return out
+}
+
+// fromStreamRoute takes a TLSRoute, TCPRoute or UDPRoute: rules of
+// backendRefs only (TLSRoute hostnames are server names).
+func fromStreamRoute(kind gwv1.Kind, meta *metav1.ObjectMeta, spec gwv1.CommonRouteSpec, hostnames []gwv1.Hostname, rules [][]gwv1.BackendRef, names []*gwv1.SectionName) route {
+	out := route{kind: kind, meta: meta, parentRefs: spec.ParentRefs, hostnames: hostnames, rules: make([]routeRule, len(rules))}
+	for i, refs := range rules {
+		rr := routeRule{name: names[i], matches: []gwv1.HTTPRouteMatch{{}}}
+		for _, b := range refs {
+			rr.backendRefs = append(rr.backendRefs, gwv1.HTTPBackendRef{BackendRef: b})
+		}
+		out.rules[i] = rr
+	}
+	return out
+}
+
+func fromTLSRoute(r *gwv1.TLSRoute) route {
+	refs, names := make([][]gwv1.BackendRef, len(r.Spec.Rules)), make([]*gwv1.SectionName, len(r.Spec.Rules))
+	for i, rule := range r.Spec.Rules {
+		refs[i], names[i] = rule.BackendRefs, rule.Name
+	}
+	return fromStreamRoute(kindTLSRoute, &r.ObjectMeta, r.Spec.CommonRouteSpec, r.Spec.Hostnames, refs, names)
+}
+
+func fromTCPRoute(r *gwv1.TCPRoute) route {
+	refs, names := make([][]gwv1.BackendRef, len(r.Spec.Rules)), make([]*gwv1.SectionName, len(r.Spec.Rules))
+	for i, rule := range r.Spec.Rules {
+		refs[i], names[i] = rule.BackendRefs, rule.Name
+	}
+	return fromStreamRoute(kindTCPRoute, &r.ObjectMeta, r.Spec.CommonRouteSpec, nil, refs, names)
+}
+
+func fromUDPRoute(r *gwv1.UDPRoute) route {
+	refs, names := make([][]gwv1.BackendRef, len(r.Spec.Rules)), make([]*gwv1.SectionName, len(r.Spec.Rules))
+	for i, rule := range r.Spec.Rules {
+		refs[i], names[i] = rule.BackendRefs, rule.Name
+	}
+	return fromStreamRoute(kindUDPRoute, &r.ObjectMeta, r.Spec.CommonRouteSpec, nil, refs, names)
 }
 
 // grpcMatch turns a gRPC method match into a path match: an exact service
@@ -123,7 +171,8 @@ func grpcFilters(filters []gwv1.GRPCRouteFilter) []gwv1.HTTPRouteFilter {
 	return out
 }
 
-// kongProtocol is the Kong route protocol for a listener protocol.
+// kongProtocol is the Kong route protocol for a listener's Kong protocol
+// (http, https, tcp, udp, tls or tls_passthrough).
 func (r route) kongProtocol(listenerProtocol string) string {
 	if !r.grpc() {
 		return listenerProtocol
@@ -139,4 +188,18 @@ func ruleLabel(i int, name *gwv1.SectionName) string {
 		return fmt.Sprintf("%d (%s)", i, *name)
 	}
 	return fmt.Sprint(i)
+}
+
+// serviceProtocol is the protocol Kong speaks to the backends ("" for
+// Kong's default, http). A terminated TLSRoute forwards plain TCP.
+func (r route) serviceProtocol() string {
+	switch r.kind {
+	case kindGRPCRoute:
+		return "grpc" // cleartext HTTP/2, per the Gateway API
+	case kindTLSRoute, kindTCPRoute:
+		return "tcp"
+	case kindUDPRoute:
+		return "udp"
+	}
+	return ""
 }

@@ -50,6 +50,10 @@ func (t *translation) rules(r route) []ruleResult {
 		if len(matches) == 0 {
 			matches = []gwv1.HTTPRouteMatch{{}}
 		}
+		if r.stream() && i > 0 {
+			// No match tells stream rules apart: the first one is served.
+			res.dropped = fmt.Sprintf("rule %s: a %s is served by its first rule only", ruleLabel(i, rule.name), r.kind)
+		}
 		for mi, m := range matches {
 			norm, err := t.normalizeMatch(m)
 			if err != "" && res.dropped == "" {

@@ -55,10 +55,9 @@ func (r Result) Owner(id string, tags []string) (ObjectRef, bool) {
 type Status struct {
 	GatewayClasses map[string][]metav1.Condition
 	Gateways       map[types.NamespacedName]gwv1.GatewayStatus
-	// HTTPRoutes holds, per route, only the parent entries this controller
-	// owns; entries of other controllers are kept by the writer.
-	HTTPRoutes map[types.NamespacedName][]gwv1.RouteParentStatus
-	GRPCRoutes map[types.NamespacedName][]gwv1.RouteParentStatus
+	// Routes holds, per route of any kind, only the parent entries this
+	// controller owns; entries of other controllers are kept by the writer.
+	Routes map[ObjectRef][]gwv1.RouteParentStatus
 }
 
 // placeholderUpstream is the one entity of a config that has nothing else.
@@ -73,8 +72,7 @@ func Translate(s *snapshot.Snapshot, refused Refusals) Result {
 		status: Status{
 			GatewayClasses: map[string][]metav1.Condition{},
 			Gateways:       map[types.NamespacedName]gwv1.GatewayStatus{},
-			HTTPRoutes:     map[types.NamespacedName][]gwv1.RouteParentStatus{},
-			GRPCRoutes:     map[types.NamespacedName][]gwv1.RouteParentStatus{},
+			Routes:         map[ObjectRef][]gwv1.RouteParentStatus{},
 		},
 		upstreams:     map[string]*declarative.Upstream{},
 		listenerHosts: map[gwv1.PortNumber][]string{},
