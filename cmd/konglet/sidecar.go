@@ -131,12 +131,13 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// This replica's name in Leases and Events: its Pod, else its host.
+	identity := cfg.podName
+	if identity == "" {
+		identity, _ = os.Hostname()
+	}
 	var leads func(types.NamespacedName) bool
 	if cfg.leaderElection {
-		identity := cfg.podName
-		if identity == "" {
-			identity, _ = os.Hostname()
-		}
 		leads = leader.Run(ctx, kube, cfg.gateways, identity, cfg.leaseTiming, log, cache.Notify).Leads
 	}
 	writer := status.NewWriter(gw, cfg.gateways, leads, time.Now)
@@ -144,7 +145,8 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 	if cfg.podName != "" && cfg.podNamespace != "" {
 		pods = status.NewPodReporter(kube, types.NamespacedName{Namespace: cfg.podNamespace, Name: cfg.podName}, time.Now)
 	}
-	loop := reconcile.New(cache, kong, writer, pods, log, reconcile.NewMetrics(reg), reconcile.Options{
+	events := status.NewEvents(kube, writer, identity)
+	loop := reconcile.New(cache, kong, writer, pods, events, log, reconcile.NewMetrics(reg), reconcile.Options{
 		ControllerName:   cfg.controllerName,
 		ServiceUpstream:  cfg.serviceUpstream,
 		KongPollInterval: cfg.kongPoll,

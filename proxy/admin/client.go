@@ -143,7 +143,12 @@ type LoadError struct {
 }
 
 func (e *LoadError) Error() string {
-	return fmt.Sprintf("Kong answered %d to POST /config: %s", e.StatusCode, e.Message)
+	msg := fmt.Sprintf("Kong answered %d to POST /config: %s", e.StatusCode, e.Message)
+	if e.StatusCode == http.StatusRequestEntityTooLarge {
+		// Kong keeps its last configuration; say what to raise.
+		msg += " (the configuration is larger than Kong accepts: raise nginx_admin_client_max_body_size, or lmdb_map_size if Kong says it does not fit in LMDB)"
+	}
+	return msg
 }
 
 // EntityError is one entry of Kong's flattened_errors.

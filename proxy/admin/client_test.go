@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -89,4 +90,14 @@ func TestLoadErrors(t *testing.T) {
 
 func asLoadError(err error, target **admin.LoadError) bool {
 	return errors.As(err, target)
+}
+
+func TestTooLargeSaysWhatToRaise(t *testing.T) {
+	kong := kongdouble.New(kongdouble.Options{})
+	defer kong.Close()
+	kong.FailNext(http.StatusRequestEntityTooLarge, 1)
+	err := client(t, kong).Load(context.Background(), []byte(`{"_format_version":"3.0"}`))
+	if err == nil || !strings.Contains(err.Error(), "nginx_admin_client_max_body_size") {
+		t.Fatalf("413: %v", err)
+	}
 }

@@ -44,6 +44,11 @@ type StatusWriter interface {
 	Write(ctx context.Context, snap *snapshot.Snapshot, desired translate.Status) (status.Result, error)
 }
 
+// EventRecorder tells users, on their objects, what Kong refused.
+type EventRecorder interface {
+	Refused(ctx context.Context, snap *snapshot.Snapshot, ref translate.ObjectRef, message string) error
+}
+
 // PodReporter sets this replica's load condition on its own Pod.
 type PodReporter interface {
 	Report(ctx context.Context, current *corev1.Pod, want corev1.PodCondition) (bool, error)
@@ -68,6 +73,7 @@ type Loop struct {
 	kong    Kong
 	status  StatusWriter
 	pods    PodReporter
+	events  EventRecorder
 	log     *slog.Logger
 	metrics *Metrics
 	opts    Options
@@ -78,8 +84,8 @@ type Loop struct {
 	failures   int
 }
 
-// New returns a loop. pods may be nil (no Pod to report on).
-func New(cache Cache, kong Kong, writer StatusWriter, pods PodReporter, log *slog.Logger, metrics *Metrics, opts Options) *Loop {
+// New returns a loop. pods and events may be nil (nothing to report on).
+func New(cache Cache, kong Kong, writer StatusWriter, pods PodReporter, events EventRecorder, log *slog.Logger, metrics *Metrics, opts Options) *Loop {
 	if opts.KongPollInterval <= 0 {
 		opts.KongPollInterval = time.Second
 	}
@@ -89,7 +95,7 @@ func New(cache Cache, kong Kong, writer StatusWriter, pods PodReporter, log *slo
 	if opts.MaxBackoff < opts.MinBackoff {
 		opts.MaxBackoff = 30 * time.Second
 	}
-	l := &Loop{cache: cache, kong: kong, status: writer, pods: pods, log: log, metrics: metrics, opts: opts, now: time.Now, refusals: refusals{}}
+	l := &Loop{cache: cache, kong: kong, status: writer, pods: pods, events: events, log: log, metrics: metrics, opts: opts, now: time.Now, refusals: refusals{}}
 	l.loadedHash.Store("")
 	return l
 }
@@ -201,9 +207,11 @@ func (l *Loop) Sync(ctx context.Context) error {
 		if !refused || round == maxRefusalRounds {
 			break
 		}
-		if !l.refusals.add(snap, result, le.Entities) {
+		added := l.refusals.add(snap, result, le.Entities)
+		if len(added) == 0 {
 			break // nothing we can trace back to an object: do not loop
 		}
+		l.recordRefusals(ctx, snap, added)
 		l.log.Warn("Kong refused objects; loading the configuration without them", "objects", l.refusals.describe())
 	}
 	l.metrics.refused.Set(float64(len(l.refusals)))
@@ -229,6 +237,18 @@ func (l *Loop) Sync(ctx context.Context) error {
 		}
 	}
 	return loadErr
+}
+
+// recordRefusals puts an Event on each newly refused object.
+func (l *Loop) recordRefusals(ctx context.Context, snap *snapshot.Snapshot, refs []translate.ObjectRef) {
+	if l.events == nil {
+		return
+	}
+	for _, ref := range refs {
+		if err := l.events.Refused(ctx, snap, ref, l.refusals[ref].message); err != nil {
+			l.log.Error("recording an Event", "object", ref.Kind+" "+ref.Namespace+"/"+ref.Name, "error", err.Error())
+		}
+	}
 }
 
 // load sends the configuration unless Kong already holds it, and returns

@@ -5,9 +5,6 @@ import (
 	"slices"
 	"strings"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-
 	"github.com/konglet/konglet/proxy/admin"
 	"github.com/konglet/konglet/sync/snapshot"
 	"github.com/konglet/konglet/sync/translate"
@@ -22,10 +19,10 @@ type refusal struct {
 
 type refusals map[translate.ObjectRef]refusal
 
-// add records the objects behind Kong's flattened errors. It reports false
-// when no error could be traced to an object not already left out.
-func (r refusals) add(snap *snapshot.Snapshot, result translate.Result, entities []admin.EntityError) bool {
-	added := false
+// add records the objects behind Kong's flattened errors and returns the
+// ones it had not left out before (none: nothing more can be done).
+func (r refusals) add(snap *snapshot.Snapshot, result translate.Result, entities []admin.EntityError) []translate.ObjectRef {
+	var added []translate.ObjectRef
 	for _, e := range entities {
 		ref, ok := result.Owner(e.ID, e.Tags)
 		if !ok {
@@ -35,7 +32,7 @@ func (r refusals) add(snap *snapshot.Snapshot, result translate.Result, entities
 			continue
 		}
 		r[ref] = refusal{message: e.Messages(), resourceVersion: resourceVersion(snap, ref)}
-		added = true
+		added = append(added, ref)
 	}
 	return added
 }
@@ -68,36 +65,8 @@ func (r refusals) describe() string {
 }
 
 func resourceVersion(snap *snapshot.Snapshot, ref translate.ObjectRef) string {
-	key := types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}
-	if ref.Kind == "Service" {
-		if svc := snap.Services[key]; svc != nil {
-			return svc.ResourceVersion
-		}
-		return ""
+	if obj := snap.Object(ref.Kind, ref.Namespace, ref.Name); obj != nil {
+		return obj.GetResourceVersion()
 	}
-	var found string
-	find := func(obj metav1.Object) {
-		if obj.GetNamespace() == key.Namespace && obj.GetName() == key.Name {
-			found = obj.GetResourceVersion()
-		}
-	}
-	switch ref.Kind {
-	case "HTTPRoute":
-		each(snap.HTTPRoutes, find)
-	case "GRPCRoute":
-		each(snap.GRPCRoutes, find)
-	case "TLSRoute":
-		each(snap.TLSRoutes, find)
-	case "TCPRoute":
-		each(snap.TCPRoutes, find)
-	case "UDPRoute":
-		each(snap.UDPRoutes, find)
-	}
-	return found
-}
-
-func each[T metav1.Object](list []T, f func(metav1.Object)) {
-	for _, o := range list {
-		f(o)
-	}
+	return ""
 }

@@ -6,6 +6,7 @@ package snapshot
 import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 )
@@ -93,4 +94,37 @@ type Snapshot struct {
 	// ServiceUpstream targets Services by DNS name instead of Pod IPs, so that
 	// a mesh balances (DESIGN decision 9); a Service annotation overrides it.
 	ServiceUpstream bool
+}
+
+// Object finds an object of the snapshot by kind (Service or a route kind),
+// namespace and name; nil when it is not there.
+func (s *Snapshot) Object(kind, namespace, name string) metav1.Object {
+	if kind == "Service" {
+		if svc := s.Services[types.NamespacedName{Namespace: namespace, Name: name}]; svc != nil {
+			return svc
+		}
+		return nil
+	}
+	switch kind {
+	case "HTTPRoute":
+		return find(s.HTTPRoutes, namespace, name)
+	case "GRPCRoute":
+		return find(s.GRPCRoutes, namespace, name)
+	case "TLSRoute":
+		return find(s.TLSRoutes, namespace, name)
+	case "TCPRoute":
+		return find(s.TCPRoutes, namespace, name)
+	case "UDPRoute":
+		return find(s.UDPRoutes, namespace, name)
+	}
+	return nil
+}
+
+func find[T metav1.Object](list []T, namespace, name string) metav1.Object {
+	for _, o := range list {
+		if o.GetNamespace() == namespace && o.GetName() == name {
+			return o
+		}
+	}
+	return nil
 }

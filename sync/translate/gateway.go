@@ -126,13 +126,14 @@ func (t *translation) checkListener(g *gateway, spec gwv1.Listener) *listener {
 	case gwv1.UDPProtocolType:
 		l.kongProtocol, stream, udp = "udp", true, true
 	case gwv1.TLSProtocolType:
-		stream = true
+		// Kong reads the server name only on an ssl stream listen, then
+		// terminates or passes the connection through.
+		stream, wantSSL = true, true
 		if spec.TLS != nil && spec.TLS.Mode != nil && *spec.TLS.Mode == gwv1.TLSModePassthrough {
-			// Kong reads the server name without terminating: a plain listen.
 			l.kongProtocol = "tls_passthrough"
 			break
 		}
-		l.kongProtocol, wantSSL = "tls", true
+		l.kongProtocol = "tls"
 		var problem *metav1.Condition
 		if l.secrets, problem = t.listenerCertificates(g, spec); problem != nil {
 			l.resolvedRefs = *problem
@@ -146,7 +147,7 @@ func (t *translation) checkListener(g *gateway, spec gwv1.Listener) *listener {
 	}
 	l.listen, l.dstPort = listen, int(spec.Port)
 	if stream {
-		l.dstPort = t.streamDstPort(listen.Port)
+		l.dstPort = t.streamDstPort(listen.Port, wantSSL)
 	}
 	if listen.UDP != udp {
 		return reject(gwv1.ListenerReasonUnsupportedProtocol, "port %d reaches Kong's stream listen %d, which has udp=%t; a %s listener needs udp=%t",
@@ -191,9 +192,15 @@ func (t *translation) kongListen(port gwv1.PortNumber, stream, udp bool) (snapsh
 
 // streamDstPort is what Kong's net.dst.port is for a stream connection on
 // a listen: the host port port_maps maps it from, else the listen port.
-func (t *translation) streamDstPort(listenPort int) int {
+// Kong routes a TLS connection twice, on its ssl listen (mapped port) and
+// again after terminating or passing it (the listen port): when the two
+// differ no port can match both, and 0 says "do not match on the port".
+func (t *translation) streamDstPort(listenPort int, tls bool) int {
 	for host, container := range t.snap.Kong.PortMaps {
 		if container == listenPort {
+			if tls && host != listenPort {
+				return 0
+			}
 			return host
 		}
 	}

@@ -39,11 +39,11 @@ func loadSnapshot(t testing.TB, flavor string, paths ...string) *snapshot.Snapsh
 }
 
 // testKong is the chart's default Kong plus the stream listens of a Kong
-// that serves L4: plain TCP (also TLS passthrough, read with ssl_preread),
-// TLS terminating, and UDP.
+// that serves L4: plain TCP, two ssl ones (Kong reads the server name there,
+// then passes through or terminates per route), and UDP.
 func testKong(flavor string) snapshot.Kong {
 	kong := snapshot.DefaultKong(flavor)
-	kong.StreamListens = []snapshot.Listen{{Port: 9000}, {Port: 9001}, {Port: 9443, SSL: true}, {Port: 9053, UDP: true}}
+	kong.StreamListens = []snapshot.Listen{{Port: 9000}, {Port: 9001, SSL: true}, {Port: 9443, SSL: true}, {Port: 9053, UDP: true}}
 	return kong
 }
 

@@ -169,11 +169,17 @@ func httpExpression(place placement, m gwv1.HTTPRouteMatch, filters ruleFilters)
 // streamExpression matches a connection by the port it arrived on and, for
 // TLS, the server name (SNI is case-insensitive but sent lowercase).
 func streamExpression(place placement) string {
-	portClauses := make([]string, len(place.ports))
-	for i, p := range place.ports {
-		portClauses[i] = "net.dst.port == " + strconv.Itoa(p)
+	var portClauses, clauses []string
+	for _, p := range place.ports {
+		if p == 0 {
+			portClauses = nil // one listen where Kong's port cannot be matched
+			break
+		}
+		portClauses = append(portClauses, "net.dst.port == "+strconv.Itoa(p))
 	}
-	clauses := []string{"(" + strings.Join(portClauses, " || ") + ")"}
+	if len(portClauses) > 0 {
+		clauses = append(clauses, "("+strings.Join(portClauses, " || ")+")")
+	}
 	switch {
 	case place.host == "":
 	case isWildcard(place.host):
@@ -194,6 +200,10 @@ func streamExpression(place placement) string {
 // streamFields writes a stream match with traditional fields.
 func streamFields(r *declarative.Route, place placement) {
 	for _, p := range place.ports {
+		if p == 0 {
+			r.Destinations = nil // see streamDstPort
+			break
+		}
 		r.Destinations = append(r.Destinations, declarative.Endpoint{Port: p})
 	}
 	if place.host != "" {

@@ -43,6 +43,18 @@ func TestKongRefusalLeavesOutOnlyTheRefusedRoute(t *testing.T) {
 	if err := expectNoRoute(kong, "bad.example.com", "/")(); err != nil {
 		t.Fatal(err)
 	}
+	eventually(t, 10*time.Second, "a Warning Event on the refused route", func() error {
+		events, err := env.Kube.EventsV1().Events(w.ns).List(w.ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		for _, e := range events.Items {
+			if e.Regarding.Kind == "HTTPRoute" && e.Regarding.Name == "bad" && e.Reason == "KongRefused" && strings.Contains(e.Note, "refused by test") {
+				return nil
+			}
+		}
+		return fmt.Errorf("no KongRefused Event among %d events", len(events.Items))
+	})
 
 	// Kong stops refusing; a change to the route brings it back, no restart.
 	kong.ClearFaults()

@@ -209,9 +209,10 @@ func (d *Double) postConfig(w http.ResponseWriter, r *http.Request) {
 	case hash == "":
 		hash = result.configHash()
 	}
-	rt := buildRouter(result, d.opts.RouterFlavor)
+	rt := buildRouter(result, d.opts.RouterFlavor, false)
+	srt := buildRouter(result, d.opts.RouterFlavor, true)
 	d.mu.Lock()
-	d.config, d.router, d.hash, d.raw = result, rt, hash, raw
+	d.config, d.router, d.streamRouter, d.hash, d.raw = result, rt, srt, hash, raw
 	d.loads++
 	d.mu.Unlock()
 	writeJSON(w, http.StatusCreated, responseEntities(result))

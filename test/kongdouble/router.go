@@ -382,9 +382,13 @@ func atoi(s string) int {
 	return n
 }
 
-// buildRouter compiles the loaded http routes into matchers ordered as the
-// ATC router tries them: descending priority, then descending id.
-func buildRouter(l *loaded, flavor string) *router {
+// buildRouter compiles the loaded routes of one nginx subsystem (http, or
+// stream when stream is true) into matchers ordered as the ATC router tries
+// them: descending priority, then descending id. Like Kong's
+// runloop/handler.lua new_router, each subsystem's router only holds the
+// routes whose protocols belong to it, and a route whose service is
+// disabled (enabled=false) is left out.
+func buildRouter(l *loaded, flavor string, stream bool) *router {
 	rt := &router{fields: map[string]bool{}}
 	add := func(id string, prio uint64, route map[string]any, exp string) {
 		n, err := parseATC(exp)
@@ -396,7 +400,10 @@ func buildRouter(l *loaded, flavor string) *router {
 	}
 	for _, id := range l.sortedIDs("routes") {
 		route := l.entities["routes"][id]
-		if isStreamRoute(route) {
+		if isStreamRoute(route) != stream {
+			continue
+		}
+		if svc := l.entities["services"][refID(route["service"])]; svc != nil && svc["enabled"] == false {
 			continue
 		}
 		protocols := strList(route["protocols"])
@@ -413,6 +420,10 @@ func buildRouter(l *loaded, flavor string) *router {
 		if _, ok := route["expression"].(string); ok {
 			prio, _ := route["priority"].(float64)
 			add(id, expressionOnlyBits|uint64(prio), route, withClause(routeExpression(route)))
+			continue
+		}
+		if stream {
+			add(id, streamPriority(route), route, withClause(compatExpression(route)))
 			continue
 		}
 		groups := groupPaths(strList(route["paths"]))
@@ -604,11 +615,7 @@ func refID(v any) string {
 }
 
 func decide(cfg *loaded, route map[string]any, req Request) Decision {
-	dec := Decision{}
-	dec.RouteID, _ = route["id"].(string)
-	dec.RouteName, _ = route["name"].(string)
-	dec.StripPath, _ = route["strip_path"].(bool)
-	dec.PreserveHost, _ = route["preserve_host"].(bool)
+	dec, serviceID := routeDecision(cfg, route, false)
 	protocols := strList(route["protocols"])
 	switch {
 	case !req.TLS && containsStr(protocols, "https") && !containsStr(protocols, "http"):
@@ -617,31 +624,52 @@ func decide(cfg *loaded, route map[string]any, req Request) Decision {
 	case !req.TLS && containsStr(protocols, "grpcs") && !containsStr(protocols, "grpc"):
 		dec.RedirectStatus = http.StatusUpgradeRequired
 	}
-	serviceID := refID(route["service"])
-	if svc := cfg.entities["services"][serviceID]; svc != nil {
-		dec.ServiceName, _ = svc["name"].(string)
-		dec.ServiceHost, _ = svc["host"].(string)
-		port, _ := svc["port"].(float64)
-		dec.ServicePort = int(port)
-		dec.ServicePath, _ = svc["path"].(string)
-		for _, uid := range cfg.sortedIDs("upstreams") {
-			up := cfg.entities["upstreams"][uid]
-			if up["name"] != dec.ServiceHost {
-				continue
-			}
-			dec.UpstreamName = dec.ServiceHost
-			for _, tid := range cfg.sortedIDs("targets") {
-				t := cfg.entities["targets"][tid]
-				w, _ := t["weight"].(float64)
-				if refID(t["upstream"]) == uid && w > 0 {
-					dec.Targets = append(dec.Targets, Target{Target: targetWithPort(t["target"].(string)), Weight: int(w)})
-				}
-			}
-			sort.Slice(dec.Targets, func(i, j int) bool { return dec.Targets[i].Target < dec.Targets[j].Target })
-		}
-	}
 	dec.Plugins = applicablePlugins(cfg, dec.RouteID, serviceID, req, protocols)
 	return dec
+}
+
+// subsystemOf is constants.PROTOCOLS_WITH_SUBSYSTEM: true for the stream
+// subsystem's protocols.
+func subsystemOf(protocol string) (stream bool) {
+	return isOneOf(protocol, streamProtocols)
+}
+
+// routeDecision fills the route, service and upstream parts of a Decision.
+// As in Kong's get_service_for_route, a service whose protocol belongs to
+// the other subsystem is not attached to the route (the route is routed
+// with no service), and its id is not returned.
+func routeDecision(cfg *loaded, route map[string]any, stream bool) (Decision, string) {
+	dec := Decision{}
+	dec.RouteID, _ = route["id"].(string)
+	dec.RouteName, _ = route["name"].(string)
+	dec.StripPath, _ = route["strip_path"].(bool)
+	dec.PreserveHost, _ = route["preserve_host"].(bool)
+	serviceID := refID(route["service"])
+	svc := cfg.entities["services"][serviceID]
+	if proto, _ := svc["protocol"].(string); svc == nil || subsystemOf(proto) != stream {
+		return dec, ""
+	}
+	dec.ServiceName, _ = svc["name"].(string)
+	dec.ServiceHost, _ = svc["host"].(string)
+	port, _ := svc["port"].(float64)
+	dec.ServicePort = int(port)
+	dec.ServicePath, _ = svc["path"].(string)
+	for _, uid := range cfg.sortedIDs("upstreams") {
+		up := cfg.entities["upstreams"][uid]
+		if up["name"] != dec.ServiceHost {
+			continue
+		}
+		dec.UpstreamName = dec.ServiceHost
+		for _, tid := range cfg.sortedIDs("targets") {
+			t := cfg.entities["targets"][tid]
+			w, _ := t["weight"].(float64)
+			if refID(t["upstream"]) == uid && w > 0 {
+				dec.Targets = append(dec.Targets, Target{Target: targetWithPort(t["target"].(string)), Weight: int(w)})
+			}
+		}
+		sort.Slice(dec.Targets, func(i, j int) bool { return dec.Targets[i].Target < dec.Targets[j].Target })
+	}
+	return dec, serviceID
 }
 
 // targetWithPort adds the default target port (8000) Kong's balancer uses.
@@ -672,11 +700,16 @@ func applicablePlugins(cfg *loaded, routeID, serviceID string, req Request, rout
 	if !containsStr(routeProtocols, "http") && !containsStr(routeProtocols, "https") && (containsStr(routeProtocols, "grpc") || containsStr(routeProtocols, "grpcs")) {
 		proto = map[bool]string{false: "grpc", true: "grpcs"}[req.TLS]
 	}
+	return pluginsFor(cfg, routeID, serviceID, func(protocols []string) bool { return containsStr(protocols, proto) })
+}
+
+// pluginsFor is applicablePlugins with the protocol test as a parameter.
+func pluginsFor(cfg *loaded, routeID, serviceID string, runs func(pluginProtocols []string) bool) []map[string]any {
 	best := map[string]map[string]any{}
 	rank := map[string]int{}
 	for _, id := range cfg.sortedIDs("plugins") {
 		p := cfg.entities["plugins"][id]
-		if p["enabled"] != true || refID(p["consumer"]) != "" || !containsStr(strList(p["protocols"]), proto) {
+		if p["enabled"] != true || refID(p["consumer"]) != "" || !runs(strList(p["protocols"])) {
 			continue
 		}
 		r, s := refID(p["route"]), refID(p["service"])

@@ -23,7 +23,8 @@ type Listener struct {
 	IP    string
 	Port  int
 	SSL   bool
-	HTTP2 bool
+	HTTP2 bool // proxy listeners only (not a stream_listen flag)
+	UDP   bool // stream listeners only: a "udp" stream_listen entry
 }
 
 // Options configures the simulated Kong (the kong.conf values that matter).
@@ -52,16 +53,19 @@ type Double struct {
 	schemas  *schemas
 	portMaps map[int]int // listen port -> host port
 
-	mu       sync.Mutex
-	nodeID   string
-	hash     string
-	config   *loaded
-	router   *router
-	raw      []byte
-	loads    int
-	posts    int
-	requests int
-	faults   faults
+	mu     sync.Mutex
+	nodeID string
+	hash   string
+	config *loaded
+	router *router // the http subsystem's router
+	// streamRouter is the stream subsystem's router: Kong builds one per
+	// nginx subsystem, each from the routes whose protocols belong to it.
+	streamRouter *router
+	raw          []byte
+	loads        int
+	posts        int
+	requests     int
+	faults       faults
 }
 
 // New starts a double listening on 127.0.0.1.
@@ -84,6 +88,7 @@ func New(opts Options) *Double {
 	if opts.Version == "" {
 		opts.Version = "3.9.0"
 	}
+	checkListeners(opts)
 	d := &Double{
 		opts:     opts,
 		schemas:  newSchemas(opts.RouterFlavor, opts.EnabledPlugins),
@@ -148,7 +153,7 @@ func (d *Double) Restart() {
 	defer d.mu.Unlock()
 	d.nodeID = randomUUID()
 	d.hash = emptyHash
-	d.config, d.router, d.raw = nil, nil, nil
+	d.config, d.router, d.streamRouter, d.raw = nil, nil, nil, nil
 }
 
 func md5Hex(b []byte) string {
@@ -197,22 +202,48 @@ func (d *Double) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func listenerString(l Listener) string {
+// listenerString is the "listener" string Kong's conf loader
+// (kong/conf_loader/listeners.lua) rebuilds from the flags it recognised,
+// in its flag order: http {ssl, http2, proxy_protocol, deferred, bind,
+// reuseport, backlog}, stream {udp, ssl, proxy_protocol, bind, reuseport,
+// backlog}. The double's listens all carry "reuseport backlog=16384",
+// except udp ones: nginx refuses backlog on a udp listen.
+func listenerString(l Listener, stream bool) string {
 	s := l.IP + ":" + strconv.Itoa(l.Port)
+	if stream && l.UDP {
+		return s + " udp reuseport"
+	}
 	if l.SSL {
 		s += " ssl"
+	}
+	if !stream && l.HTTP2 {
+		s += " http2"
 	}
 	return s + " reuseport backlog=16384"
 }
 
-func listenersJSON(ls []Listener) []any {
+// listenersJSON renders proxy_listeners or stream_listeners as GET / shows
+// them: ip, port, listener, and one boolean per flag of the subsystem
+// (a matched "backlog=N" is keyed by its text, an unmatched one by the
+// pattern "backlog=%d+").
+func listenersJSON(ls []Listener, stream bool) []any {
 	out := make([]any, 0, len(ls))
 	for _, l := range ls {
-		out = append(out, map[string]any{
-			"ip": l.IP, "port": l.Port, "ssl": l.SSL, "http2": l.HTTP2,
-			"proxy_protocol": false, "deferred": false, "bind": false, "reuseport": true,
-			"backlog=16384": true, "listener": listenerString(l),
-		})
+		m := map[string]any{
+			"ip": l.IP, "port": l.Port, "ssl": l.SSL, "proxy_protocol": false,
+			"bind": false, "reuseport": true, "listener": listenerString(l, stream),
+		}
+		if stream {
+			m["udp"] = l.UDP
+		} else {
+			m["http2"], m["deferred"] = l.HTTP2, false
+		}
+		if stream && l.UDP {
+			m["backlog=%d+"] = false
+		} else {
+			m["backlog=16384"] = true
+		}
+		out = append(out, m)
 	}
 	return out
 }
@@ -221,6 +252,10 @@ func listenConf(ls []Listener) []any {
 	out := []any{}
 	for _, l := range ls {
 		s := l.IP + ":" + strconv.Itoa(l.Port)
+		if l.UDP {
+			out = append(out, s+" udp reuseport")
+			continue
+		}
 		if l.HTTP2 {
 			s += " http2"
 		}
@@ -233,6 +268,25 @@ func listenConf(ls []Listener) []any {
 		out = append(out, "off")
 	}
 	return out
+}
+
+// checkListeners refuses listens Kong (or nginx) would refuse to start
+// with, as Kong would: its conf loader only strips the subsystem's own
+// flags, and nginx's stream listen rejects "ssl" with "udp".
+func checkListeners(opts Options) {
+	for _, l := range opts.ProxyListeners {
+		if l.UDP {
+			panic("kongdouble: proxy_listen must be of form: [off] | <ip>:<port> [ssl] [http2] [proxy_protocol] [deferred] [bind] [reuseport] [backlog=%d+], [... next entry ...]")
+		}
+	}
+	for _, l := range opts.StreamListeners {
+		switch {
+		case l.HTTP2:
+			panic("kongdouble: stream_listen must be of form: [off] | <ip>:<port> [udp] [ssl] [proxy_protocol] [bind] [reuseport] [backlog=%d+], [... next entry ...]")
+		case l.UDP && l.SSL:
+			panic(`kongdouble: nginx: "ssl" parameter is incompatible with "udp"`)
+		}
+	}
 }
 
 // info is the GET / document.
@@ -287,8 +341,8 @@ func (d *Double) info() map[string]any {
 			"port_maps":                        portMaps,
 			"proxy_listen":                     listenConf(d.opts.ProxyListeners),
 			"stream_listen":                    listenConf(d.opts.StreamListeners),
-			"proxy_listeners":                  listenersJSON(d.opts.ProxyListeners),
-			"stream_listeners":                 listenersJSON(d.opts.StreamListeners),
+			"proxy_listeners":                  listenersJSON(d.opts.ProxyListeners, false),
+			"stream_listeners":                 listenersJSON(d.opts.StreamListeners, true),
 			"admin_listen":                     []any{"127.0.0.1:8001 reuseport backlog=16384"},
 			"plugins":                          plugins,
 			"loaded_plugins":                   loadedPlugins,

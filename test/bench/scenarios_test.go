@@ -1,0 +1,378 @@
+//go:build bench
+
+package bench
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// steady samples konglet for window: the median heap in use (from its
+// /metrics) and the median RSS over that window.
+func steady(p *proc, window time.Duration) (heap, rss float64) {
+	from := time.Since(p.Started)
+	var heaps []float64
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	end := time.NewTimer(window)
+	defer end.Stop()
+loop:
+	for {
+		if v := p.metric("go_memstats_heap_inuse_bytes"); v > 0 {
+			heaps = append(heaps, v)
+		}
+		select {
+		case <-end.C:
+			break loop
+		case <-tick.C:
+		}
+	}
+	var rs []float64
+	for _, s := range p.RSS() {
+		if s.At >= from {
+			rs = append(rs, float64(s.Bytes))
+		}
+	}
+	return median(heaps), median(rs)
+}
+
+// baseline: konglet with a Gateway and no routes, for the memory per object.
+type baselineMem struct{ heap, rss float64 }
+
+var base baselineMem
+
+func (b *bencher) baseline(t *testing.T) {
+	scen := "0 baseline"
+	b.results.scenario(scen)
+	k := newKong()
+	defer k.Close()
+	p := b.startKonglet(t, k, "--leader-election=false")
+	if !poll(time.Millisecond, 30*time.Second, func() bool { return k.Loads() >= 1 }) {
+		t.Fatal("konglet never loaded a configuration")
+	}
+	first := time.Since(p.Started)
+	if !quiesce(p, time.Second, 30*time.Second) {
+		t.Log("status writes did not stop within 30s")
+	}
+	base.heap, base.rss = steady(p, 3*time.Second)
+	b.results.add(figure{Scenario: scen, Name: "start to first load, no routes", Value: ms(first), Unit: "ms"})
+	b.results.add(figure{Scenario: scen, Name: "idle RSS, no routes (median)", Value: mib(base.rss), Unit: "MiB"})
+	b.results.add(figure{Scenario: scen, Name: "idle Go heap in use, no routes", Value: mib(base.heap), Unit: "MiB"})
+	b.results.raw("baseline", map[string]any{"first_load_ms": ms(first), "heap_inuse": base.heap, "rss": base.rss, "max_rss": p.MaxRSS()})
+}
+
+// coldStart: process start to a loaded configuration holding every route.
+func (b *bencher) coldStart(t *testing.T, n int, target time.Duration) {
+	scen := fmt.Sprintf("5 cold start %dk", n/1000)
+	b.ensureApps(t, n)
+	b.results.scenario(scen)
+	k := newKong()
+	defer k.Close()
+	p := b.startKonglet(t, k, "--leader-election=false")
+	var ready, failedAt time.Duration
+	lastLoads := -1
+	var lastScrape time.Time
+	var failure string
+	ok := poll(time.Millisecond, 60*time.Second, func() bool {
+		if l := k.Loads(); l != lastLoads {
+			lastLoads = l
+			if b.allRoutable(k, n) {
+				ready = time.Since(p.Started)
+				return true
+			}
+		}
+		// A configuration konglet will not send, or that Kong refuses, is
+		// never going to load: stop at the first such attempt.
+		if time.Since(lastScrape) >= 100*time.Millisecond {
+			lastScrape = time.Now()
+			m, err := p.scrape()
+			if err == nil && m[`konglet_kong_pushes_total{result="failed"}`]+m[`konglet_kong_pushes_total{result="refused"}`] > 0 {
+				failedAt = time.Since(p.Started)
+				failure = fmt.Sprintf("konglet_config_bytes=%.0f (%.2f MiB); POST /config answers: %v", m["konglet_config_bytes"], mib(m["konglet_config_bytes"]), postStatuses(k))
+				if lines := p.LogsContaining("sync failed"); len(lines) > 0 {
+					failure += "; konglet: " + lines[0]
+				}
+				return true
+			}
+		}
+		return false
+	})
+	posts := k.Posts()
+	raw := map[string]any{"routes": n, "ready_ms": ms(ready), "posts": posts, "max_rss": p.MaxRSS(), "config_bytes": p.metric("konglet_config_bytes")}
+	b.results.raw("coldstart", raw)
+	name := fmt.Sprintf("%d routes: process start to all routes served", n)
+	tgt := fmt.Sprintf("<= %v", target)
+	switch {
+	case ready > 0:
+		b.results.add(figure{Scenario: scen, Name: name, Value: ms(ready), Unit: "ms", Target: tgt, Met: atMost(ms(ready), ms(target))})
+		if len(posts) > 0 {
+			first := posts[0]
+			b.results.add(figure{Scenario: scen, Name: "of which: start to the first POST /config (informers list, translate)", Value: ms(first.Start.Sub(p.Started)), Unit: "ms"})
+			b.results.add(figure{Scenario: scen, Name: "of which: the double handling POST /config", Value: ms(first.End.Sub(first.Start)), Unit: "ms",
+				Note: fmt.Sprintf("%.1f MiB body", mib(float64(first.Bytes)))})
+		}
+	case failedAt > 0:
+		b.results.add(figure{Scenario: scen, Name: name, Value: math.NaN(), Unit: "ms", Target: tgt, Met: boolPtr(false),
+			Note: fmt.Sprintf("never: the load failed, first failure seen %.0f ms after start", ms(failedAt))})
+		b.results.note(scen, "%d routes cannot be loaded: %s", n, failure)
+	default:
+		b.results.add(figure{Scenario: scen, Name: name, Value: math.NaN(), Unit: "ms", Target: tgt, Met: boolPtr(false), Note: "not within 60 s"})
+		t.Errorf("%d routes were not all served within 60s (ok=%v)", n, ok)
+	}
+	b.results.add(figure{Scenario: scen, Name: fmt.Sprintf("%d routes: config document size", n), Value: mib(p.metric("konglet_config_bytes")), Unit: "MiB",
+		Target: "<= 10 MiB", Met: atMost(p.metric("konglet_config_bytes"), 10<<20)})
+	b.results.add(figure{Scenario: scen, Name: fmt.Sprintf("%d routes: max RSS during cold start", n), Value: mib(float64(p.MaxRSS())), Unit: "MiB"})
+}
+
+func postStatuses(k *kong) []int {
+	var out []int
+	for _, p := range k.Posts() {
+		out = append(out, p.Status)
+	}
+	return out
+}
+
+// propagationAndBurst: 3,000 routes served, then 300 created one by one
+// (propagation), then 1,000 edits at 100/s (burst). Twice: as a follower
+// replica (another replica holds the status Lease: no status writes, the
+// config path alone) and as the status writer (--leader-election=false,
+// what a single replica does), on a cluster whose statuses are settled.
+func (b *bencher) propagationAndBurst(t *testing.T) {
+	const first, added = 3000, 300
+	b.ensureApps(t, first)
+	if err := parallel(first, first+added, func(i int) error { return b.c.createBackend(b.ctx, i) }); err != nil {
+		t.Fatal(err)
+	}
+	for _, role := range []struct {
+		name  string
+		round int
+		args  []string
+	}{
+		{"follower", 1, nil},
+		{"status writer", 2, []string{"--leader-election=false"}},
+	} {
+		if role.round == 1 {
+			b.holdLease(t)
+		} else {
+			b.releaseLease(t)
+			b.settleStatuses(t)
+		}
+		scen := "2 propagation, " + role.name
+		b.results.scenario(scen)
+		k := newKong()
+		p := b.startKonglet(t, k, role.args...)
+		if !poll(time.Millisecond, 60*time.Second, func() bool { return b.allRoutable(k, first) }) {
+			t.Fatal("3,000 routes not served within 60s")
+		}
+		served := time.Since(p.Started)
+		quiesce(p, time.Second, 60*time.Second)
+		b.results.note(scen, "konglet served the 3,000 routes %.0f ms after start; %.0f status writes before the 300 creations began %.1f s after start",
+			ms(served), p.metric("konglet_status_writes_total"), time.Since(p.Started).Seconds())
+		b.propagate(t, scen, k, p, first, added)
+		if role.round == 2 {
+			// Let the status writes of the creations end: the burst starts
+			// from a quiet konglet.
+			quiesce(p, time.Second, 120*time.Second)
+		}
+		b.burst(t, "3 burst, "+role.name, k, p, role.round)
+		p.Stop()
+		k.Close()
+		if role.round == 1 {
+			// The follower's 300 routes go again: the status writer starts
+			// from the same 3,000.
+			if err := parallel(first, first+added, func(i int) error {
+				return retry(func() error {
+					return b.c.gw.GatewayV1().HTTPRoutes(appNS(i)).Delete(b.ctx, routeName(i), metav1.DeleteOptions{})
+				})
+			}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	b.hosts = append(b.hosts, make([]string, added)...)
+	for i := first; i < first+added; i++ {
+		b.hosts[i] = host(i)
+	}
+	b.apps = first + added
+}
+
+// propagate creates routes [first, first+added) one by one and times each
+// from its Create returning to the double routing its host.
+func (b *bencher) propagate(t *testing.T, scen string, k *kong, p *proc, first, added int) {
+	writes0 := p.metric("konglet_status_writes_total")
+	var lat, kongletPart, doublePart []time.Duration
+	type sampleRec struct {
+		Route                          int
+		LatencyMS, KongletMS, DoubleMS float64
+	}
+	var recs []sampleRec
+	for i := first; i < first+added; i++ {
+		if err := b.c.createRoute(b.ctx, i); err != nil {
+			t.Fatal(err)
+		}
+		t0 := time.Now()
+		lastLoads := -1
+		var seen time.Time
+		ok := poll(time.Millisecond, 30*time.Second, func() bool {
+			l := k.Loads()
+			if l == lastLoads {
+				return false
+			}
+			lastLoads = l
+			if k.routes(host(i)) {
+				seen = time.Now()
+				return true
+			}
+			return false
+		})
+		if !ok {
+			t.Fatalf("route %d not served within 30s", i)
+		}
+		d := seen.Sub(t0)
+		lat = append(lat, d)
+		rec := sampleRec{Route: i, LatencyMS: ms(d)}
+		if pst, ok := k.lastPostBefore(seen); ok {
+			kongletPart = append(kongletPart, pst.Start.Sub(t0))
+			doublePart = append(doublePart, pst.End.Sub(pst.Start))
+			rec.KongletMS, rec.DoubleMS = ms(pst.Start.Sub(t0)), ms(pst.End.Sub(pst.Start))
+		}
+		recs = append(recs, rec)
+	}
+	b.results.raw(scen, recs)
+	slices.Sort(lat)
+	slices.Sort(kongletPart)
+	slices.Sort(doublePart)
+	for _, q := range []struct {
+		name   string
+		p      float64
+		target float64
+	}{{"p50", 50, 30}, {"p90", 90, 0}, {"p99", 99, 100}, {"max", 100, 0}} {
+		v := ms(percentile(lat, q.p))
+		f := figure{Scenario: scen, Name: "Create returned to Kong routing the new host, " + q.name, Value: v, Unit: "ms"}
+		if q.target > 0 {
+			f.Target, f.Met = fmt.Sprintf("<= %.0f ms", q.target), atMost(v, q.target)
+		}
+		b.results.add(f)
+	}
+	b.results.add(figure{Scenario: scen, Name: "of which konglet (Create returned to POST /config sent), p50", Value: ms(percentile(kongletPart, 50)), Unit: "ms",
+		Note: fmt.Sprintf("p99 %.1f ms", ms(percentile(kongletPart, 99)))})
+	b.results.add(figure{Scenario: scen, Name: "of which the double (POST /config: parse, validate, build router), p50", Value: ms(percentile(doublePart, 50)), Unit: "ms",
+		Note: fmt.Sprintf("p99 %.1f ms", ms(percentile(doublePart, 99)))})
+	b.results.add(figure{Scenario: scen, Name: "status writes during the 300 creations", Value: p.metric("konglet_status_writes_total") - writes0, Unit: "writes"})
+	b.results.add(figure{Scenario: scen, Name: "config document with 3,300 routes", Value: mib(p.metric("konglet_config_bytes")), Unit: "MiB"})
+}
+
+// burst: 1,000 hostname edits of existing routes at 100/s.
+func (b *bencher) burst(t *testing.T, scen string, k *kong, p *proc, round int) {
+	b.results.scenario(scen)
+	const edits = 1000
+	loads0, posts0 := k.Loads(), len(k.Posts())
+	writes0 := p.metric("konglet_status_writes_total")
+	returned := make([]time.Time, edits)
+	errs := make([]error, edits)
+	ch := make(chan int, edits)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range ch {
+				patch := fmt.Sprintf(`{"spec":{"hostnames":[%q]}}`, editHost(i, round))
+				_, errs[i] = b.c.gw.GatewayV1().HTTPRoutes(appNS(i)).Patch(b.ctx, routeName(i), types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+				returned[i] = time.Now()
+			}
+		}()
+	}
+	start := time.Now()
+	tick := time.NewTicker(10 * time.Millisecond)
+	for i := range edits {
+		if i > 0 {
+			<-tick.C
+		}
+		ch <- i
+	}
+	tick.Stop()
+	close(ch)
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("edit %d: %v", i, err)
+		}
+	}
+	last := 0
+	for i := range returned {
+		if returned[i].After(returned[last]) {
+			last = i
+		}
+	}
+	lastEdit := returned[last]
+	old := func(i int) string { return b.hosts[i] }
+	lastLoads := -1
+	var seen time.Time
+	const deadline = 120 * time.Second
+	ok := poll(time.Millisecond, deadline, func() bool {
+		l := k.Loads()
+		if l == lastLoads {
+			return false
+		}
+		lastLoads = l
+		if !k.routes(editHost(last, round)) || k.routes(old(last)) {
+			return false
+		}
+		hosts := k.Hosts()
+		for i := range edits {
+			if !hosts[editHost(i, round)] || hosts[old(i)] {
+				return false
+			}
+		}
+		seen = time.Now()
+		return true
+	})
+	for i := range edits {
+		b.hosts[i] = editHost(i, round)
+	}
+	loadsAtFinal := k.Loads() - loads0
+	loadsAfter := 0
+	if ok {
+		// Watch one more second for loads after the final configuration.
+		after := time.NewTimer(time.Second)
+		<-after.C
+		loadsAfter = k.Loads() - loads0 - loadsAtFinal
+	}
+	posts := k.Posts()[posts0:]
+	window := lastEdit.Sub(start)
+	allowed := math.Ceil(float64(window)/float64(80*time.Millisecond)) + 5
+	var postDur, gaps []time.Duration
+	for i, pst := range posts {
+		postDur = append(postDur, pst.End.Sub(pst.Start))
+		if i > 0 {
+			gaps = append(gaps, pst.Start.Sub(posts[i-1].End))
+		}
+	}
+	slices.Sort(postDur)
+	slices.Sort(gaps)
+	writes := p.metric("konglet_status_writes_total") - writes0
+	b.results.raw(scen, map[string]any{"edits": edits, "window_ms": ms(window), "loads_to_final": loadsAtFinal, "loads_after": loadsAfter,
+		"final_ms": ms(seen.Sub(lastEdit)), "final_reached": ok, "posts": posts, "status_writes": writes})
+	b.results.add(figure{Scenario: scen, Name: "1,000 edits sent over", Value: window.Seconds(), Unit: "s", Target: "<= 10 s (100/s)", Met: atMost(window.Seconds(), 10.5)})
+	b.results.add(figure{Scenario: scen, Name: "config loads, first edit to final config", Value: float64(loadsAtFinal), Unit: "loads",
+		Target: fmt.Sprintf("<= %.0f (one per 80 ms + 5)", allowed), Met: atMost(float64(loadsAtFinal), allowed),
+		Note: fmt.Sprintf("+%d in the second after", loadsAfter)})
+	if ok {
+		final := seen.Sub(lastEdit)
+		b.results.add(figure{Scenario: scen, Name: "last edit returned to Kong routing all edits", Value: ms(final), Unit: "ms", Target: "<= 200 ms", Met: atMost(ms(final), 200)})
+	} else {
+		b.results.add(figure{Scenario: scen, Name: "last edit returned to Kong routing all edits", Value: ms(deadline), Unit: "ms", Target: "<= 200 ms", Met: boolPtr(false),
+			Note: "not reached: deadline of the measurement"})
+	}
+	b.results.add(figure{Scenario: scen, Name: "mean time between loads during the burst", Value: ms(window) / math.Max(1, float64(loadsAtFinal)), Unit: "ms",
+		Note: fmt.Sprintf("POST /config p50 %.0f ms, gap between POSTs p50 %.0f ms", ms(percentile(postDur, 50)), ms(percentile(gaps, 50)))})
+	b.results.add(figure{Scenario: scen, Name: "status writes from the first edit to the final config", Value: writes, Unit: "writes"})
+}

@@ -1,0 +1,226 @@
+//go:build bench
+
+package bench
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/tools/cache"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gwinformers "sigs.k8s.io/gateway-api/pkg/client/informers/externalversions"
+	gwlisters "sigs.k8s.io/gateway-api/pkg/client/listers/apis/v1"
+)
+
+// statusWatch counts, from the API server's watch, every status change of
+// the routes of one namespace and of the Gateway.
+type statusWatch struct {
+	routes  gwlisters.HTTPRouteLister
+	gateway gwlisters.GatewayLister
+
+	mu            sync.Mutex
+	routeChanges  int
+	perRoute      map[string]int
+	routeModified int
+	gwChanges     int
+}
+
+type watchCounts struct{ RouteStatusChanges, RouteModified, GatewayStatusChanges, MaxPerRoute int }
+
+func (b *bencher) watchStatuses(ctx context.Context, t *testing.T, ns string) *statusWatch {
+	w := &statusWatch{perRoute: map[string]int{}}
+	rf := gwinformers.NewSharedInformerFactoryWithOptions(b.c.gw, 0, gwinformers.WithNamespace(ns))
+	ri := rf.Gateway().V1().HTTPRoutes()
+	w.routes = ri.Lister()
+	if _, err := ri.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{UpdateFunc: func(o, n any) {
+		old, cur := o.(*gwv1.HTTPRoute), n.(*gwv1.HTTPRoute)
+		if old.ResourceVersion == cur.ResourceVersion {
+			return
+		}
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		w.routeModified++
+		if !equality.Semantic.DeepEqual(old.Status, cur.Status) {
+			w.routeChanges++
+			w.perRoute[cur.Name]++
+		}
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	gf := gwinformers.NewSharedInformerFactoryWithOptions(b.c.gw, 0, gwinformers.WithNamespace(gatewayNS),
+		gwinformers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", gatewayName).String()
+		}))
+	gi := gf.Gateway().V1().Gateways()
+	w.gateway = gi.Lister()
+	if _, err := gi.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{UpdateFunc: func(o, n any) {
+		old, cur := o.(*gwv1.Gateway), n.(*gwv1.Gateway)
+		if old.ResourceVersion != cur.ResourceVersion && !equality.Semantic.DeepEqual(old.Status, cur.Status) {
+			w.mu.Lock()
+			w.gwChanges++
+			w.mu.Unlock()
+		}
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	rf.Start(ctx.Done())
+	gf.Start(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), ri.Informer().HasSynced, gi.Informer().HasSynced) {
+		t.Fatal("status watch did not sync")
+	}
+	return w
+}
+
+func (w *statusWatch) counts() watchCounts {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	c := watchCounts{RouteStatusChanges: w.routeChanges, RouteModified: w.routeModified, GatewayStatusChanges: w.gwChanges}
+	for _, n := range w.perRoute {
+		c.MaxPerRoute = max(c.MaxPerRoute, n)
+	}
+	return c
+}
+
+func (w *statusWatch) resetPerRoute() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.perRoute = map[string]int{}
+}
+
+// accepted counts the routes whose entry for our Gateway says Accepted=True.
+func (w *statusWatch) accepted() int {
+	rs, _ := w.routes.List(labels.Everything())
+	n := 0
+	for _, r := range rs {
+		for _, p := range r.Status.Parents {
+			if string(p.ControllerName) != controllerName || string(p.ParentRef.Name) != gatewayName {
+				continue
+			}
+			if c := meta(p.Conditions, "Accepted"); c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == r.Generation {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// attached is the http listener's attachedRoutes (-1 when not reported).
+func (w *statusWatch) attached() int32 {
+	g, err := w.gateway.Gateways(gatewayNS).Get(gatewayName)
+	if err != nil {
+		return -1
+	}
+	for _, l := range g.Status.Listeners {
+		if l.Name == "http" {
+			return l.AttachedRoutes
+		}
+	}
+	return -1
+}
+
+func meta(conds []metav1.Condition, typ string) *metav1.Condition {
+	for i := range conds {
+		if conds[i].Type == typ {
+			return &conds[i]
+		}
+	}
+	return nil
+}
+
+// statusWrites: 1,000 routes attached to the Gateway of one konglet (leader
+// election on, as deployed), then deleted; every status write counted.
+func (b *bencher) statusWrites(t *testing.T) {
+	scen := "6 status writes"
+	const n = 1000
+	const ns = "counted"
+	if err := ignoreExists(retry(func() error {
+		_, err := b.c.kube.CoreV1().Services(ns).Create(b.ctx, service(ns, "shared"), metav1.CreateOptions{})
+		return err
+	})); err != nil {
+		t.Fatal(err)
+	}
+	if err := ignoreExists(retry(func() error {
+		_, err := b.c.kube.DiscoveryV1().EndpointSlices(ns).Create(b.ctx, endpointSlice(ns, "shared", "198.19.200.1", "198.19.200.2", "198.19.200.3"), metav1.CreateOptions{})
+		return err
+	})); err != nil {
+		t.Fatal(err)
+	}
+	b.results.scenario(scen)
+	ctx, cancel := context.WithCancel(b.ctx)
+	defer cancel()
+	w := b.watchStatuses(ctx, t, ns)
+	k := newKong()
+	defer k.Close()
+	p := b.startKonglet(t, k) // leader election on
+	if !poll(10*time.Millisecond, 60*time.Second, func() bool { return k.Loads() >= 1 && w.attached() == 0 }) {
+		t.Fatal("konglet did not load and report the Gateway within 60s")
+	}
+	quiesce(p, time.Second, 30*time.Second)
+	writes0, c0 := p.metric("konglet_status_writes_total"), w.counts()
+
+	// Attach.
+	t0 := time.Now()
+	if err := parallel(0, n, func(i int) error {
+		return ignoreExists(retry(func() error {
+			_, err := b.c.gw.GatewayV1().HTTPRoutes(ns).Create(b.ctx, httpRoute(ns, fmt.Sprintf("c-%04d", i), fmt.Sprintf("c-%04d.counted.test", i), "shared"), metav1.CreateOptions{})
+			return err
+		}))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	created := time.Now()
+	if !poll(10*time.Millisecond, 300*time.Second, func() bool { return w.accepted() == n && w.attached() == n }) {
+		t.Fatalf("after 300s: %d routes Accepted, attachedRoutes %d", w.accepted(), w.attached())
+	}
+	attachedAt := time.Now()
+	quiesce(p, 2*time.Second, 60*time.Second)
+	writes1, c1 := p.metric("konglet_status_writes_total"), w.counts()
+	maxPerRoute := c1.MaxPerRoute
+	w.resetPerRoute()
+
+	// Detach.
+	t1 := time.Now()
+	if err := parallel(0, n, func(i int) error {
+		return retry(func() error {
+			return b.c.gw.GatewayV1().HTTPRoutes(ns).Delete(b.ctx, fmt.Sprintf("c-%04d", i), metav1.DeleteOptions{})
+		})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	deleted := time.Now()
+	if !poll(10*time.Millisecond, 180*time.Second, func() bool { return w.attached() == 0 }) {
+		t.Fatalf("after 180s: attachedRoutes %d", w.attached())
+	}
+	detachedAt := time.Now()
+	quiesce(p, 2*time.Second, 60*time.Second)
+	writes2, c2 := p.metric("konglet_status_writes_total"), w.counts()
+
+	attachWrites, detachWrites := writes1-writes0, writes2-writes1
+	b.results.raw("statuswrites", map[string]any{
+		"creates_s": created.Sub(t0).Seconds(), "attached_after_last_create_ms": ms(attachedAt.Sub(created)), "attached_after_first_create_ms": ms(attachedAt.Sub(t0)),
+		"deletes_s": deleted.Sub(t1).Seconds(), "detached_after_last_delete_ms": ms(detachedAt.Sub(deleted)),
+		"konglet_writes": []float64{writes0, writes1, writes2}, "watch": []watchCounts{c0, c1, c2}, "loads": k.Loads(),
+	})
+	b.results.add(figure{Scenario: scen, Name: "attach: first Create to all 1,000 Accepted and attachedRoutes=1000", Value: attachedAt.Sub(t0).Seconds(), Unit: "s",
+		Note: fmt.Sprintf("the 1,000 Creates took %.2f s", created.Sub(t0).Seconds())})
+	b.results.add(figure{Scenario: scen, Name: "attach: last Create to all Accepted and attachedRoutes=1000", Value: ms(attachedAt.Sub(created)), Unit: "ms"})
+	b.results.add(figure{Scenario: scen, Name: "attach: status writes (konglet_status_writes_total)", Value: attachWrites, Unit: "writes",
+		Note: fmt.Sprintf("API server saw %d route and %d Gateway status changes; at most %d for one route", c1.RouteStatusChanges-c0.RouteStatusChanges, c1.GatewayStatusChanges-c0.GatewayStatusChanges, maxPerRoute)})
+	b.results.add(figure{Scenario: scen, Name: "detach: last Delete to attachedRoutes=0", Value: ms(detachedAt.Sub(deleted)), Unit: "ms",
+		Note: fmt.Sprintf("the 1,000 Deletes took %.2f s", deleted.Sub(t1).Seconds())})
+	b.results.add(figure{Scenario: scen, Name: "detach: status writes (konglet_status_writes_total)", Value: detachWrites, Unit: "writes",
+		Note: fmt.Sprintf("API server saw %d route and %d Gateway status changes", c2.RouteStatusChanges-c1.RouteStatusChanges, c2.GatewayStatusChanges-c1.GatewayStatusChanges)})
+	per := (attachWrites + detachWrites) / n
+	b.results.add(figure{Scenario: scen, Name: "status writes per route, attach + detach", Value: per, Unit: "writes/route", Target: "<= 1.1", Met: atMost(per, 1.1)})
+	b.results.add(figure{Scenario: scen, Name: "config loads during attach + detach", Value: float64(k.Loads()), Unit: "loads"})
+	if apiSeen := float64(c2.RouteStatusChanges - c0.RouteStatusChanges + c2.GatewayStatusChanges - c0.GatewayStatusChanges); apiSeen != attachWrites+detachWrites {
+		b.results.note(scen, "konglet counted %.0f status writes, the API server's watch showed %.0f status changes (a write that changes nothing is not seen; a missed watch event would be)", attachWrites+detachWrites, apiSeen)
+	}
+}

@@ -1,0 +1,79 @@
+//go:build bench
+
+package bench
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// translation runs the existing translation benchmark on one core, with a
+// CPU and a memory profile kept in results/.
+func (b *bencher) translation(t *testing.T) {
+	b.results.scenario("1 translation")
+	dir := resultsDir()
+	bin := filepath.Join(b.tmp, "translate.test")
+	cpu := filepath.Join(dir, "translate.cpu.pprof")
+	mem := filepath.Join(dir, "translate.mem.pprof")
+	cmd := exec.Command("go", "test", "-run", "^$", "-bench", "BenchmarkTranslate", "-benchmem", "-cpu", "1", "-count", "1",
+		"-o", bin, "-cpuprofile", cpu, "-memprofile", mem, "./sync/translate")
+	cmd.Dir = repoRoot()
+	out, err := cmd.CombinedOutput()
+	t.Logf("%s", out)
+	if err != nil {
+		t.Fatalf("go test -bench: %v", err)
+	}
+	b.results.raw("translation", string(out))
+	found := 0
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 4 || !strings.HasPrefix(f[0], "BenchmarkTranslate/routes=") {
+			continue
+		}
+		n, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(f[0], "BenchmarkTranslate/routes="), "-1"))
+		vals := map[string]float64{}
+		for i := 2; i+1 < len(f); i += 2 {
+			v, err := strconv.ParseFloat(f[i], 64)
+			if err == nil {
+				vals[f[i+1]] = v
+			}
+		}
+		found++
+		scen := "1 translation"
+		name := fmt.Sprintf("routes=%d", n)
+		opMS := vals["ns/op"] / 1e6
+		f1 := figure{Scenario: scen, Name: name + " time per translation (1 core)", Value: opMS, Unit: "ms"}
+		if n == 10_000 {
+			f1.Target, f1.Met = "<= 100 ms", atMost(opMS, 100)
+		}
+		b.results.add(f1)
+		b.results.add(figure{Scenario: scen, Name: name + " allocated per translation", Value: mib(vals["B/op"]), Unit: "MiB"})
+		b.results.add(figure{Scenario: scen, Name: name + " allocations per translation", Value: vals["allocs/op"], Unit: "allocs"})
+		size := vals["config-bytes"]
+		b.results.add(figure{Scenario: scen, Name: name + " config size", Value: mib(size), Unit: "MiB",
+			Target: "<= 10 MiB (Kong's admin body limit)", Met: atMost(size, 10<<20),
+			Note: fmt.Sprintf("%.0f B per route", size/float64(n))})
+	}
+	if found == 0 {
+		t.Fatal("no BenchmarkTranslate results in the output")
+	}
+	// The profile of all three sizes together: where translation time goes.
+	top, err := exec.Command("go", "tool", "pprof", "-top", "-nodecount=30", bin, cpu).CombinedOutput()
+	if err == nil {
+		_ = os.WriteFile(filepath.Join(dir, "translate.cpu.top.txt"), top, 0o644)
+	}
+	cum, err := exec.Command("go", "tool", "pprof", "-top", "-cum", "-nodecount=40", bin, cpu).CombinedOutput()
+	if err == nil {
+		_ = os.WriteFile(filepath.Join(dir, "translate.cpu.cum.txt"), cum, 0o644)
+	}
+	alloc, err := exec.Command("go", "tool", "pprof", "-top", "-sample_index=alloc_space", "-nodecount=30", bin, mem).CombinedOutput()
+	if err == nil {
+		_ = os.WriteFile(filepath.Join(dir, "translate.alloc.top.txt"), alloc, 0o644)
+	}
+	b.results.note("1 translation", "CPU profile of the benchmark: results/translate.cpu.pprof (flat: translate.cpu.top.txt, cumulative: translate.cpu.cum.txt); allocations: translate.alloc.top.txt")
+}
