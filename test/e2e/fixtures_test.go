@@ -43,6 +43,9 @@ func newWorld(t *testing.T, listeners ...gwv1.Listener) *world {
 				{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8000)},
 				{Name: "https", Port: 443, TargetPort: intstr.FromInt32(8443)},
 				{Name: "nowhere", Port: 8080, TargetPort: intstr.FromInt32(9999)},
+				{Name: "tcp", Port: 7000, TargetPort: intstr.FromInt32(9000)},
+				{Name: "tls", Port: 7001, TargetPort: intstr.FromInt32(9001)},
+				{Name: "dns", Port: 53, TargetPort: intstr.FromInt32(9053), Protocol: corev1.ProtocolUDP},
 			},
 		},
 	})
