@@ -15,20 +15,24 @@ import (
 )
 
 // TestKongRefusalLeavesOutOnlyTheRefusedRoute: Kong refuses what one route
-// produces; konglet loads the rest, reports Kong's message on that route,
-// and serves it again once it changes.
+// produces; konglet loads the ten others, reports Kong's message on that
+// route, and serves it again once it changes.
 func TestKongRefusalLeavesOutOnlyTheRefusedRoute(t *testing.T) {
 	kong := kongdouble.New(kongdouble.Options{})
 	defer kong.Close()
 	w := newWorld(t)
 	w.backend(w.ns, "app", 80, 8080, "198.18.0.30")
 	rule := gwv1.HTTPRouteRule{BackendRefs: []gwv1.HTTPBackendRef{backendRef("", "app", 80, 1)}}
-	w.create(w.route("good", []string{"good.example.com"}, rule))
+	for i := range 10 {
+		w.create(w.route(fmt.Sprintf("good-%d", i), []string{fmt.Sprintf("good-%d.example.com", i)}, rule))
+	}
 	w.create(w.route("bad", []string{"bad.example.com"}, rule))
 	kong.RefuseEntity("route", "httproute."+w.ns+".bad.0.0.0")
 	startKonglet(t, kong, w.kongletArgs()...)
 
-	eventually(t, 10*time.Second, "the good route is served", expectTargets(kong, "good.example.com", "/", "198.18.0.30:8080"))
+	for i := range 10 {
+		eventually(t, 10*time.Second, "good route served", expectTargets(kong, fmt.Sprintf("good-%d.example.com", i), "/", "198.18.0.30:8080"))
+	}
 	eventually(t, 10*time.Second, "the refused route says what Kong said", func() error {
 		p, err := w.routeParent("bad")
 		if err != nil {
