@@ -67,12 +67,12 @@ func (w *Writer) Write(ctx context.Context, snap *snapshot.Snapshot, desired tra
 		return res, nil
 	}
 	now := metav1.NewTime(w.now().Truncate(time.Second))
-	for name, conds := range desired.GatewayClasses {
+	for name, want := range desired.GatewayClasses {
 		current := snap.GatewayClasses[name]
 		if current == nil {
 			continue
 		}
-		wrote, err := w.writeGatewayClass(ctx, current, conds, now)
+		wrote, err := w.writeGatewayClass(ctx, current, want, now)
 		res.add(wrote)
 		errs = append(errs, err)
 	}
@@ -214,7 +214,7 @@ func update[T any](ctx context.Context, first *T, get func(context.Context) (*T,
 	return wrote, err
 }
 
-func (w *Writer) writeGatewayClass(ctx context.Context, current *gwv1.GatewayClass, want []metav1.Condition, now metav1.Time) (bool, error) {
+func (w *Writer) writeGatewayClass(ctx context.Context, current *gwv1.GatewayClass, want gwv1.GatewayClassStatus, now metav1.Time) (bool, error) {
 	api := w.client.GatewayV1().GatewayClasses()
 	return update(ctx, current,
 		func(ctx context.Context) (*gwv1.GatewayClass, error) {
@@ -222,7 +222,8 @@ func (w *Writer) writeGatewayClass(ctx context.Context, current *gwv1.GatewayCla
 		},
 		func(c *gwv1.GatewayClass) (*gwv1.GatewayClass, bool) {
 			next := c.DeepCopy()
-			next.Status.Conditions = mergeConditions(c.Status.Conditions, want, now)
+			next.Status.Conditions = mergeConditions(c.Status.Conditions, want.Conditions, now)
+			next.Status.SupportedFeatures = want.SupportedFeatures
 			return next, !equality.Semantic.DeepEqual(c.Status, next.Status)
 		},
 		func(ctx context.Context, c *gwv1.GatewayClass) error {

@@ -60,9 +60,10 @@ func (t *translation) gatewayClasses() {
 		if string(class.Spec.ControllerName) != t.snap.ControllerName {
 			continue
 		}
-		t.status.GatewayClasses[name] = []metav1.Condition{
-			condition(string(gwv1.GatewayClassConditionStatusAccepted), true,
-				string(gwv1.GatewayClassReasonAccepted), "Handled by konglet", class.Generation),
+		t.status.GatewayClasses[name] = gwv1.GatewayClassStatus{
+			Conditions: []metav1.Condition{condition(string(gwv1.GatewayClassConditionStatusAccepted), true,
+				string(gwv1.GatewayClassReasonAccepted), "Handled by konglet", class.Generation)},
+			SupportedFeatures: supportedFeatures(t.snap.Kong.RouterFlavor),
 		}
 	}
 }

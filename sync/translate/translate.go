@@ -53,7 +53,7 @@ func (r Result) Owner(id string, tags []string) (ObjectRef, bool) {
 // Status holds the desired statuses, without timestamps: the status writer
 // keeps lastTransitionTime where a condition did not change.
 type Status struct {
-	GatewayClasses map[string][]metav1.Condition
+	GatewayClasses map[string]gwv1.GatewayClassStatus
 	Gateways       map[types.NamespacedName]gwv1.GatewayStatus
 	// Routes holds, per route of any kind, only the parent entries this
 	// controller owns; entries of other controllers are kept by the writer.
@@ -70,7 +70,7 @@ func Translate(s *snapshot.Snapshot, refused Refusals) Result {
 		snap:    s,
 		refused: refused,
 		status: Status{
-			GatewayClasses: map[string][]metav1.Condition{},
+			GatewayClasses: map[string]gwv1.GatewayClassStatus{},
 			Gateways:       map[types.NamespacedName]gwv1.GatewayStatus{},
 			Routes:         map[ObjectRef][]gwv1.RouteParentStatus{},
 		},

@@ -1,0 +1,37 @@
+package translate
+
+import (
+	"slices"
+
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+	"sigs.k8s.io/gateway-api/pkg/features"
+
+	"github.com/konglet/konglet/sync/snapshot"
+)
+
+// supportedFeatures are the Gateway API features konglet implements in
+// full on Kong's router flavor; docs/features.md says why each other one is
+// missing. Features met only in part are not claimed.
+func supportedFeatures(flavor string) []gwv1.SupportedFeature {
+	names := []features.FeatureName{
+		features.SupportGateway, features.SupportReferenceGrant,
+		features.SupportHTTPRoute, features.SupportGRPCRoute,
+		features.SupportTLSRoute, features.SupportTLSRouteModeTerminate, features.SupportTCPRoute, features.SupportUDPRoute,
+		features.SupportHTTPRouteMethodMatching, features.SupportHTTPRouteResponseHeaderModification,
+		features.SupportHTTPRoutePortRedirect, features.SupportHTTPRouteSchemeRedirect,
+		features.SupportHTTPRouteHostRewrite, features.SupportHTTPRouteBackendTimeout,
+		features.SupportHTTPRouteParentRefPort, features.SupportHTTPRouteNamedRouteRule, features.SupportGRPCRouteNamedRouteRule,
+		features.SupportHTTPRouteCORS,
+		features.SupportHTTPRoute303RedirectStatusCode, features.SupportHTTPRoute307RedirectStatusCode, features.SupportHTTPRoute308RedirectStatusCode,
+	}
+	if flavor == snapshot.RouterExpressions {
+		names = append(names, features.SupportGatewayHTTPListenerIsolation, features.SupportHTTPRouteQueryParamMatching,
+			features.SupportHTTPRoutePathRewrite)
+	}
+	slices.Sort(names)
+	out := make([]gwv1.SupportedFeature, len(names))
+	for i, n := range names {
+		out[i] = gwv1.SupportedFeature{Name: gwv1.FeatureName(n)}
+	}
+	return out
+}
