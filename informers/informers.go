@@ -51,6 +51,7 @@ type Cache struct {
 	tlsRoutes   gwlisters.TLSRouteLister
 	tcpRoutes   gwlisters.TCPRouteLister
 	udpRoutes   gwlisters.UDPRouteLister
+	sets        gwlisters.ListenerSetLister
 	grants      gwlisters.ReferenceGrantLister
 	services    corelisters.ServiceLister
 	slices      discoverylisters.EndpointSliceLister
@@ -105,9 +106,11 @@ func New(kube kubernetes.Interface, gw gwclient.Interface, scope Scope, trigger 
 	c.tlsRoutes = v1.TLSRoutes().Lister()
 	c.tcpRoutes = v1.TCPRoutes().Lister()
 	c.udpRoutes = v1.UDPRoutes().Lister()
+	c.sets = v1.ListenerSets().Lister()
 	c.grants = v1.ReferenceGrants().Lister()
 	if err := c.watch(v1.GatewayClasses().Informer(), v1.HTTPRoutes().Informer(), v1.GRPCRoutes().Informer(),
-		v1.TLSRoutes().Informer(), v1.TCPRoutes().Informer(), v1.UDPRoutes().Informer(), v1.ReferenceGrants().Informer()); err != nil {
+		v1.TLSRoutes().Informer(), v1.TCPRoutes().Informer(), v1.UDPRoutes().Informer(), v1.ListenerSets().Informer(),
+		v1.ReferenceGrants().Informer()); err != nil {
 		return nil, err
 	}
 	c.factories = append(c.factories, all)
@@ -161,7 +164,7 @@ func (c *Cache) onUpdate(oldObj, newObj any) {
 func isGatewayAPI(obj any) bool {
 	switch obj.(type) {
 	case *gwv1.Gateway, *gwv1.GatewayClass, *gwv1.HTTPRoute, *gwv1.GRPCRoute, *gwv1.TLSRoute, *gwv1.TCPRoute, *gwv1.UDPRoute,
-		*gwv1.ReferenceGrant:
+		*gwv1.ListenerSet, *gwv1.ReferenceGrant:
 		return true
 	}
 	return false
@@ -238,6 +241,9 @@ func (c *Cache) Snapshot(controller string, kong snapshot.Kong, serviceUpstream 
 		return nil, err
 	}
 	if s.UDPRoutes, err = c.udpRoutes.List(everything); err != nil {
+		return nil, err
+	}
+	if s.ListenerSets, err = c.sets.List(everything); err != nil {
 		return nil, err
 	}
 	if s.ReferenceGrants, err = c.grants.List(everything); err != nil {

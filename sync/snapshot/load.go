@@ -25,6 +25,7 @@ type Objects struct {
 	TLSRoutes       []*gwv1.TLSRoute
 	TCPRoutes       []*gwv1.TCPRoute
 	UDPRoutes       []*gwv1.UDPRoute
+	ListenerSets    []*gwv1.ListenerSet
 	ReferenceGrants []*gwv1.ReferenceGrant
 	Services        []*corev1.Service
 	EndpointSlices  []*discoveryv1.EndpointSlice
@@ -94,6 +95,8 @@ func (o *Objects) decodeOne(doc []byte) error {
 		return into(doc, &o.TCPRoutes, true)
 	case "UDPRoute":
 		return into(doc, &o.UDPRoutes, true)
+	case "ListenerSet":
+		return into(doc, &o.ListenerSets, true)
 	case "ReferenceGrant":
 		return into(doc, &o.ReferenceGrants, true)
 	case "Service":
@@ -137,6 +140,7 @@ func (o *Objects) Build(controller string, gateways []types.NamespacedName, publ
 		TLSRoutes:       o.TLSRoutes,
 		TCPRoutes:       o.TCPRoutes,
 		UDPRoutes:       o.UDPRoutes,
+		ListenerSets:    o.ListenerSets,
 		ReferenceGrants: o.ReferenceGrants,
 		Services:        map[types.NamespacedName]*corev1.Service{},
 		EndpointSlices:  map[types.NamespacedName][]*discoveryv1.EndpointSlice{},

@@ -76,6 +76,7 @@ type Snapshot struct {
 	TLSRoutes       []*gwv1.TLSRoute
 	TCPRoutes       []*gwv1.TCPRoute
 	UDPRoutes       []*gwv1.UDPRoute
+	ListenerSets    []*gwv1.ListenerSet
 	ReferenceGrants []*gwv1.ReferenceGrant
 	Services        map[types.NamespacedName]*corev1.Service
 	// EndpointSlices by the Service they belong to.

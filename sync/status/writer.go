@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -86,29 +87,42 @@ func (w *Writer) Write(ctx context.Context, snap *snapshot.Snapshot, desired tra
 		res.add(wrote)
 		errs = append(errs, err)
 	}
+	for _, current := range snap.ListenerSets {
+		want, ok := desired.ListenerSets[types.NamespacedName{Namespace: current.Namespace, Name: current.Name}]
+		if !ok || !w.leads(listenerSetGateway(current)) {
+			continue
+		}
+		wrote, err := w.writeListenerSet(ctx, current, want, now)
+		res.add(wrote)
+		errs = append(errs, err)
+	}
+	owner := parentOwner{w: w, controller: snap.ControllerName, sets: map[types.NamespacedName]types.NamespacedName{}}
+	for _, ls := range snap.ListenerSets {
+		owner.sets[types.NamespacedName{Namespace: ls.Namespace, Name: ls.Name}] = listenerSetGateway(ls)
+	}
 	v1 := w.client.GatewayV1()
 	for _, r := range snap.HTTPRoutes {
-		wrote, err := writeRoute(ctx, w, r, desired, snap.ControllerName, now, v1.HTTPRoutes(r.Namespace))
+		wrote, err := writeRoute(ctx, owner, r, desired, now, v1.HTTPRoutes(r.Namespace))
 		res.add(wrote)
 		errs = append(errs, err)
 	}
 	for _, r := range snap.GRPCRoutes {
-		wrote, err := writeRoute(ctx, w, r, desired, snap.ControllerName, now, v1.GRPCRoutes(r.Namespace))
+		wrote, err := writeRoute(ctx, owner, r, desired, now, v1.GRPCRoutes(r.Namespace))
 		res.add(wrote)
 		errs = append(errs, err)
 	}
 	for _, r := range snap.TLSRoutes {
-		wrote, err := writeRoute(ctx, w, r, desired, snap.ControllerName, now, v1.TLSRoutes(r.Namespace))
+		wrote, err := writeRoute(ctx, owner, r, desired, now, v1.TLSRoutes(r.Namespace))
 		res.add(wrote)
 		errs = append(errs, err)
 	}
 	for _, r := range snap.TCPRoutes {
-		wrote, err := writeRoute(ctx, w, r, desired, snap.ControllerName, now, v1.TCPRoutes(r.Namespace))
+		wrote, err := writeRoute(ctx, owner, r, desired, now, v1.TCPRoutes(r.Namespace))
 		res.add(wrote)
 		errs = append(errs, err)
 	}
 	for _, r := range snap.UDPRoutes {
-		wrote, err := writeRoute(ctx, w, r, desired, snap.ControllerName, now, v1.UDPRoutes(r.Namespace))
+		wrote, err := writeRoute(ctx, owner, r, desired, now, v1.UDPRoutes(r.Namespace))
 		res.add(wrote)
 		errs = append(errs, err)
 	}
@@ -131,13 +145,13 @@ type routeClient[P any] interface {
 
 // writeRoute replaces this replica's entries in a route's status.parents
 // with the desired ones, keeping everyone else's.
-func writeRoute[T any, P routeObject[T]](ctx context.Context, w *Writer, current P, desired translate.Status, controller string,
+func writeRoute[T any, P routeObject[T]](ctx context.Context, owner parentOwner, current P, desired translate.Status,
 	now metav1.Time, api routeClient[P]) (bool, error) {
 	kind := reflect.TypeFor[T]().Name()
 	ns, name := current.GetNamespace(), current.GetName()
 	var want []gwv1.RouteParentStatus
 	for _, p := range desired.Routes[translate.ObjectRef{Group: gwv1.GroupName, Kind: kind, Namespace: ns, Name: name}] {
-		if w.owns(ns, p.ParentRef) {
+		if owner.owns(ns, p.ParentRef) {
 			want = append(want, p)
 		}
 	}
@@ -148,7 +162,7 @@ func writeRoute[T any, P routeObject[T]](ctx context.Context, w *Writer, current
 		},
 		func(r *T) (*T, bool) {
 			st := routeStatus(P(r))
-			parents := w.mergeParents(ns, st.Parents, want, controller, now)
+			parents := owner.mergeParents(ns, st.Parents, want, now)
 			if equality.Semantic.DeepEqual(parents, st.Parents) || (len(parents) == 0 && len(st.Parents) == 0) {
 				return r, false
 			}
@@ -262,12 +276,51 @@ func (w *Writer) writeGateway(ctx context.Context, current *gwv1.Gateway, want g
 		})
 }
 
+// listenerSetGateway is the Gateway a ListenerSet attaches to.
+func listenerSetGateway(ls *gwv1.ListenerSet) types.NamespacedName {
+	ns := ls.Namespace
+	if ls.Spec.ParentRef.Namespace != nil {
+		ns = string(*ls.Spec.ParentRef.Namespace)
+	}
+	return types.NamespacedName{Namespace: ns, Name: string(ls.Spec.ParentRef.Name)}
+}
+
+func (w *Writer) writeListenerSet(ctx context.Context, current *gwv1.ListenerSet, want gwv1.ListenerSetStatus, now metav1.Time) (bool, error) {
+	api := w.client.GatewayV1().ListenerSets(current.Namespace)
+	return update(ctx, current,
+		func(ctx context.Context) (*gwv1.ListenerSet, error) {
+			return api.Get(ctx, current.Name, metav1.GetOptions{})
+		},
+		func(ls *gwv1.ListenerSet) (*gwv1.ListenerSet, bool) {
+			next := ls.DeepCopy()
+			next.Status.Conditions = mergeConditions(ls.Status.Conditions, want.Conditions, now)
+			listeners := make([]gwv1.ListenerEntryStatus, 0, len(want.Listeners))
+			for _, l := range want.Listeners {
+				var old []metav1.Condition
+				for _, o := range ls.Status.Listeners {
+					if o.Name == l.Name {
+						old = o.Conditions
+					}
+				}
+				l.Conditions = mergeConditions(old, l.Conditions, now)
+				listeners = append(listeners, l)
+			}
+			next.Status.Listeners = listeners
+			return next, !equality.Semantic.DeepEqual(ls.Status, next.Status)
+		},
+		func(ctx context.Context, ls *gwv1.ListenerSet) error {
+			_, err := api.UpdateStatus(ctx, ls, metav1.UpdateOptions{})
+			return wrapErr("ListenerSet", ls.Namespace, ls.Name, err)
+		})
+}
+
 // mergeParents keeps the entries of other controllers (and ours for Gateways
 // we do not serve) and replaces ours with the desired ones.
-func (w *Writer) mergeParents(routeNamespace string, current, want []gwv1.RouteParentStatus, controller string, now metav1.Time) []gwv1.RouteParentStatus {
+func (o parentOwner) mergeParents(routeNamespace string, current, want []gwv1.RouteParentStatus, now metav1.Time) []gwv1.RouteParentStatus {
+	controller := o.controller
 	out := make([]gwv1.RouteParentStatus, 0, len(current)+len(want))
 	for _, p := range current {
-		if string(p.ControllerName) != controller || !w.owns(routeNamespace, p.ParentRef) {
+		if string(p.ControllerName) != controller || !o.owns(routeNamespace, p.ParentRef) {
 			out = append(out, p)
 		}
 	}
@@ -285,22 +338,34 @@ func (w *Writer) mergeParents(routeNamespace string, current, want []gwv1.RouteP
 	return out
 }
 
-// owns tells whether a parent entry is this replica's to write: it points at
-// a bound Gateway that this replica leads.
-func (w *Writer) owns(routeNamespace string, ref gwv1.ParentReference) bool {
-	if (ref.Group != nil && *ref.Group != gwv1.GroupName) || (ref.Kind != nil && *ref.Kind != "Gateway") {
+// parentOwner decides which status.parents entries this replica writes:
+// ours, for parents (Gateways, or ListenerSets of them) that it leads.
+type parentOwner struct {
+	w          *Writer
+	controller string
+	sets       map[types.NamespacedName]types.NamespacedName // ListenerSet -> its Gateway
+}
+
+func (o parentOwner) owns(routeNamespace string, ref gwv1.ParentReference) bool {
+	if ref.Group != nil && *ref.Group != gwv1.GroupName {
 		return false
 	}
-	ns := routeNamespace
+	key := types.NamespacedName{Namespace: routeNamespace, Name: string(ref.Name)}
 	if ref.Namespace != nil {
-		ns = string(*ref.Namespace)
+		key.Namespace = string(*ref.Namespace)
 	}
-	for _, b := range w.bound {
-		if b.Namespace == ns && b.Name == string(ref.Name) {
-			return w.leads(b)
+	switch {
+	case ref.Kind == nil || *ref.Kind == "Gateway":
+	case *ref.Kind == "ListenerSet":
+		gateway, ok := o.sets[key]
+		if !ok {
+			return false
 		}
+		key = gateway
+	default:
+		return false
 	}
-	return false
+	return slices.Contains(o.w.bound, key) && o.w.leads(key)
 }
 
 // mergeConditions returns want with lastTransitionTime taken from the old

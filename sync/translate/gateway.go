@@ -24,11 +24,26 @@ type gateway struct {
 	obj       *gwv1.Gateway
 	key       types.NamespacedName
 	listeners []*listener
+	sets      []*listenerSet
+}
+
+// all lists the Gateway's own listeners and those of its ListenerSets.
+func (g *gateway) all() []*listener {
+	out := slices.Clone(g.listeners)
+	for _, s := range g.sets {
+		out = append(out, s.listeners...)
+	}
+	return out
 }
 
 type listener struct {
 	spec gwv1.Listener
 	gw   *gateway
+	// set is the ListenerSet that declares the listener (nil: the Gateway);
+	// namespace and generation are its owner's.
+	set        *listenerSet
+	namespace  string
+	generation int64
 	// kongProtocol is the Kong route protocol that serves this listener.
 	kongProtocol string
 	kinds        []gwv1.RouteGroupKind
@@ -78,9 +93,11 @@ func (t *translation) gateways() {
 		}
 		g := &gateway{obj: obj, key: types.NamespacedName{Namespace: obj.Namespace, Name: obj.Name}}
 		for _, spec := range obj.Spec.Listeners {
-			l := t.checkListener(g, spec)
-			g.listeners = append(g.listeners, l)
-			byPort[spec.Port] = append(byPort[spec.Port], l)
+			g.listeners = append(g.listeners, t.checkListener(g, nil, spec))
+		}
+		t.listenerSets(g)
+		for _, l := range g.all() {
+			byPort[l.spec.Port] = append(byPort[l.spec.Port], l)
 		}
 		t.gws = append(t.gws, g)
 	}
@@ -94,11 +111,17 @@ func (t *translation) gateways() {
 	}
 }
 
-func (t *translation) checkListener(g *gateway, spec gwv1.Listener) *listener {
-	gen := g.obj.Generation
+func (t *translation) checkListener(g *gateway, set *listenerSet, spec gwv1.Listener) *listener {
+	gen, ns := g.obj.Generation, g.key.Namespace
+	if set != nil {
+		gen, ns = set.obj.Generation, set.obj.Namespace
+	}
 	l := &listener{
 		spec:         spec,
 		gw:           g,
+		set:          set,
+		namespace:    ns,
+		generation:   gen,
 		accepted:     condition(string(gwv1.ListenerConditionAccepted), true, string(gwv1.ListenerReasonAccepted), "", gen),
 		resolvedRefs: condition(string(gwv1.ListenerConditionResolvedRefs), true, string(gwv1.ListenerReasonResolvedRefs), "", gen),
 		conflicted:   condition(string(gwv1.ListenerConditionConflicted), false, string(gwv1.ListenerReasonNoConflicts), "", gen),
@@ -119,7 +142,7 @@ func (t *translation) checkListener(g *gateway, spec gwv1.Listener) *listener {
 			return reject(gwv1.ListenerReasonUnsupportedValue, "an HTTPS listener terminates TLS; mode %s needs a TLS listener", *spec.TLS.Mode)
 		}
 		var problem *metav1.Condition
-		if l.secrets, problem = t.listenerCertificates(g, spec); problem != nil {
+		if l.secrets, problem = t.listenerCertificates(l); problem != nil {
 			l.resolvedRefs = *problem
 		}
 	case gwv1.TCPProtocolType:
@@ -136,7 +159,7 @@ func (t *translation) checkListener(g *gateway, spec gwv1.Listener) *listener {
 		}
 		l.kongProtocol = "tls"
 		var problem *metav1.Condition
-		if l.secrets, problem = t.listenerCertificates(g, spec); problem != nil {
+		if l.secrets, problem = t.listenerCertificates(l); problem != nil {
 			l.resolvedRefs = *problem
 		}
 	default:
@@ -295,29 +318,39 @@ func supportedKinds(spec gwv1.Listener, gen int64) ([]gwv1.RouteGroupKind, metav
 
 // markConflicts flags listeners on one port that Kong could not tell apart:
 // different protocols, or the same hostname (across all bound Gateways,
-// since they share one Kong).
+// since they share one Kong). ls is in precedence order: a ListenerSet's
+// listener never takes its port from a listener that comes before it (a
+// Gateway's own, or an older ListenerSet's), which keeps it.
 func markConflicts(ls []*listener) {
 	for i, a := range ls {
 		for j, b := range ls {
-			if i == j {
+			if i == j || (a.set == nil && b.set != nil) || (a.set != nil && b.set != nil && j > i) {
 				continue
 			}
-			gen := a.gw.obj.Generation
+			gen := a.generation
 			switch {
 			case (a.spec.Protocol == gwv1.UDPProtocolType) != (b.spec.Protocol == gwv1.UDPProtocolType):
 				continue // UDP and TCP ports are distinct
 			case a.spec.Protocol != b.spec.Protocol:
 				a.conflicted = condition(string(gwv1.ListenerConditionConflicted), true, string(gwv1.ListenerReasonProtocolConflict),
-					fmt.Sprintf("port %d is also used by listener %s/%s/%s with protocol %s", a.spec.Port, b.gw.key.Namespace, b.gw.key.Name, b.spec.Name, b.spec.Protocol), gen)
+					fmt.Sprintf("port %d is also used by %s with protocol %s", a.spec.Port, b.describe(), b.spec.Protocol), gen)
 			case hostnameOf(a.spec.Hostname) == hostnameOf(b.spec.Hostname):
 				a.conflicted = condition(string(gwv1.ListenerConditionConflicted), true, string(gwv1.ListenerReasonHostnameConflict),
-					fmt.Sprintf("listener %s/%s/%s serves the same port and hostname %q", b.gw.key.Namespace, b.gw.key.Name, b.spec.Name, hostnameOf(b.spec.Hostname)), gen)
+					fmt.Sprintf("%s serves the same port and hostname %q", b.describe(), hostnameOf(b.spec.Hostname)), gen)
 			default:
 				continue
 			}
 			break
 		}
 	}
+}
+
+// describe names a listener in messages.
+func (l *listener) describe() string {
+	if l.set != nil {
+		return fmt.Sprintf("listener %q of ListenerSet %s/%s", l.spec.Name, l.set.obj.Namespace, l.set.obj.Name)
+	}
+	return fmt.Sprintf("listener %q of Gateway %s", l.spec.Name, l.gw.key)
 }
 
 func hostnameOf(h *gwv1.Hostname) string {
@@ -336,18 +369,13 @@ func (t *translation) finishGateways() {
 		st := gwv1.GatewayStatus{Addresses: t.gatewayAddresses()}
 		valid := 0
 		for _, l := range g.listeners {
-			programmed := condition(string(gwv1.ListenerConditionProgrammed), true, string(gwv1.ListenerReasonProgrammed), "", gen)
-			if !l.usable() {
-				programmed = condition(string(gwv1.ListenerConditionProgrammed), false, string(gwv1.ListenerReasonInvalid), "the listener is not accepted, conflicts with another, or has unresolved references", gen)
-			} else {
+			if l.usable() {
 				valid++
 			}
-			st.Listeners = append(st.Listeners, gwv1.ListenerStatus{
-				Name:           l.spec.Name,
-				SupportedKinds: l.kinds,
-				AttachedRoutes: int32(len(l.attached)),
-				Conditions:     []metav1.Condition{l.accepted, l.conflicted, l.resolvedRefs, programmed},
-			})
+			st.Listeners = append(st.Listeners, l.status())
+		}
+		if g.obj.Spec.AllowedListeners != nil {
+			st.AttachedListenerSets = ptr(int32(t.finishListenerSets(g)))
 		}
 		accepted := condition(string(gwv1.GatewayConditionAccepted), true, string(gwv1.GatewayReasonAccepted), t.routerNote(), gen)
 		programmed := condition(string(gwv1.GatewayConditionProgrammed), true, string(gwv1.GatewayReasonProgrammed), "", gen)
@@ -365,6 +393,22 @@ func (t *translation) finishGateways() {
 		}
 		st.Conditions = []metav1.Condition{accepted, programmed}
 		t.status.Gateways[g.key] = st
+	}
+}
+
+// status is the listener's status (a ListenerStatus; a ListenerSet entry
+// has the same fields).
+func (l *listener) status() gwv1.ListenerStatus {
+	programmed := condition(string(gwv1.ListenerConditionProgrammed), true, string(gwv1.ListenerReasonProgrammed), "", l.generation)
+	if !l.usable() {
+		programmed = condition(string(gwv1.ListenerConditionProgrammed), false, string(gwv1.ListenerReasonInvalid),
+			"the listener is not accepted, conflicts with another, or has unresolved references", l.generation)
+	}
+	return gwv1.ListenerStatus{
+		Name:           l.spec.Name,
+		SupportedKinds: l.kinds,
+		AttachedRoutes: int32(len(l.attached)),
+		Conditions:     []metav1.Condition{l.accepted, l.conflicted, l.resolvedRefs, programmed},
 	}
 }
 

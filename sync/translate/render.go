@@ -25,7 +25,7 @@ type ObjectStatus struct {
 }
 
 // Objects lists the statuses in a stable order: GatewayClasses, Gateways,
-// HTTPRoutes, each by namespace and name.
+// ListenerSets, then routes by kind, each by namespace and name.
 func (s Status) Objects() []ObjectStatus {
 	var out []ObjectStatus
 	add := func(kind string, key types.NamespacedName, status any) {
@@ -38,6 +38,9 @@ func (s Status) Objects() []ObjectStatus {
 	}
 	for _, key := range sortedKeys(s.Gateways, compareNames) {
 		add(kindGateway, key, s.Gateways[key])
+	}
+	for _, key := range sortedKeys(s.ListenerSets, compareNames) {
+		add(kindListenerSet, key, s.ListenerSets[key])
 	}
 	for _, ref := range sortedKeys(s.Routes, func(a, b ObjectRef) int {
 		return cmp.Or(cmp.Compare(routeKindOrder(a.Kind), routeKindOrder(b.Kind)), cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))

@@ -63,11 +63,11 @@ func (t *translation) route(r route, rank int) {
 	var verdicts []verdict
 	where := attachment{}
 	for _, ref := range r.parentRefs {
-		g := t.parentGateway(r.meta.Namespace, ref)
-		if g == nil || slices.ContainsFunc(verdicts, func(v verdict) bool { return sameParentRef(v.ref, ref) }) {
+		listeners, ours := t.parentListeners(r.meta.Namespace, ref)
+		if !ours || slices.ContainsFunc(verdicts, func(v verdict) bool { return sameParentRef(v.ref, ref) }) {
 			continue
 		}
-		reason, msg := t.attach(r, g, ref, where)
+		reason, msg := t.attach(r, listeners, ref, where)
 		verdicts = append(verdicts, verdict{ref, reason, msg})
 	}
 	if verdicts == nil {
@@ -122,22 +122,36 @@ func checkRedirectHosts(rules []ruleResult, where attachment) {
 	}
 }
 
-// parentGateway returns the bound Gateway a parentRef points to, or nil when
-// the ref is not for a Gateway this konglet serves.
-func (t *translation) parentGateway(routeNamespace string, ref gwv1.ParentReference) *gateway {
-	if (ref.Group != nil && *ref.Group != gwv1.GroupName) || (ref.Kind != nil && *ref.Kind != kindGateway) {
-		return nil
+// parentListeners returns the listeners a parentRef can attach to: a bound
+// Gateway's own, or those of an accepted ListenerSet of a bound Gateway;
+// ok is false when the ref is not for this konglet.
+func (t *translation) parentListeners(routeNamespace string, ref gwv1.ParentReference) (ls []*listener, ok bool) {
+	if ref.Group != nil && *ref.Group != gwv1.GroupName {
+		return nil, false
 	}
 	ns := routeNamespace
 	if ref.Namespace != nil {
 		ns = string(*ref.Namespace)
 	}
+	kind := gwv1.Kind(kindGateway)
+	if ref.Kind != nil {
+		kind = *ref.Kind
+	}
 	for _, g := range t.gws {
-		if g.key.Namespace == ns && g.key.Name == string(ref.Name) {
-			return g
+		switch kind {
+		case kindGateway:
+			if g.key.Namespace == ns && g.key.Name == string(ref.Name) {
+				return g.listeners, true
+			}
+		case kindListenerSet:
+			for _, s := range g.sets {
+				if s.obj.Namespace == ns && s.obj.Name == string(ref.Name) {
+					return s.listeners, true
+				}
+			}
 		}
 	}
-	return nil
+	return nil, false
 }
 
 func sameParentRef(a, b gwv1.ParentReference) bool {
@@ -164,9 +178,9 @@ func sameParentRef(a, b gwv1.ParentReference) bool {
 
 // attach finds the listeners of g that accept the route through ref and
 // records where it is served. It returns the reason when none does.
-func (t *translation) attach(r route, g *gateway, ref gwv1.ParentReference, where attachment) (reason, message string) {
+func (t *translation) attach(r route, listeners []*listener, ref gwv1.ParentReference, where attachment) (reason, message string) {
 	var candidates []*listener
-	for _, l := range g.listeners {
+	for _, l := range listeners {
 		if ref.SectionName != nil && l.spec.Name != *ref.SectionName {
 			continue
 		}
@@ -176,7 +190,7 @@ func (t *translation) attach(r route, g *gateway, ref gwv1.ParentReference, wher
 		candidates = append(candidates, l)
 	}
 	if len(candidates) == 0 {
-		return string(gwv1.RouteReasonNoMatchingParent), "the Gateway has no listener that matches the parentRef's sectionName and port"
+		return string(gwv1.RouteReasonNoMatchingParent), "the parent has no listener that matches the parentRef's sectionName and port"
 	}
 	reason, message = string(gwv1.RouteReasonNoMatchingParent), "no matching listener is valid"
 	attached := false
@@ -242,7 +256,7 @@ func (t *translation) namespaceAllowed(l *listener, ns string) bool {
 	case gwv1.NamespacesFromAll:
 		return true
 	case gwv1.NamespacesFromSame:
-		return ns == l.gw.key.Namespace
+		return ns == l.namespace
 	case gwv1.NamespacesFromSelector:
 		namespace := t.snap.Namespaces[ns]
 		if selector == nil || namespace == nil {

@@ -16,8 +16,11 @@ import (
 
 // listenerCertificates resolves an HTTPS listener's certificateRefs into
 // the Secrets Kong will serve, or explains on ResolvedRefs why it cannot.
-func (t *translation) listenerCertificates(g *gateway, spec gwv1.Listener) ([]*corev1.Secret, *metav1.Condition) {
-	gen := g.obj.Generation
+func (t *translation) listenerCertificates(l *listener) ([]*corev1.Secret, *metav1.Condition) {
+	gen, spec, owner := l.generation, l.spec, gwv1.Kind(kindGateway)
+	if l.set != nil {
+		owner = kindListenerSet
+	}
 	invalid := func(reason gwv1.ListenerConditionReason, format string, args ...any) ([]*corev1.Secret, *metav1.Condition) {
 		c := condition(string(gwv1.ListenerConditionResolvedRefs), false, string(reason), fmt.Sprintf(format, args...), gen)
 		return nil, &c
@@ -37,11 +40,11 @@ func (t *translation) listenerCertificates(g *gateway, spec gwv1.Listener) ([]*c
 		if group != "" || kind != "Secret" {
 			return invalid(gwv1.ListenerReasonInvalidCertificateRef, "certificateRef %s/%s %q: only core Secrets are supported", group, kind, ref.Name)
 		}
-		ns := g.key.Namespace
+		ns := l.namespace
 		if ref.Namespace != nil {
 			ns = string(*ref.Namespace)
 		}
-		if ns != g.key.Namespace && !t.grantedTo(g.key.Namespace, kindGateway, ns, "Secret", string(ref.Name)) {
+		if ns != l.namespace && !t.grantedTo(l.namespace, owner, ns, "Secret", string(ref.Name)) {
 			return invalid(gwv1.ListenerReasonRefNotPermitted, "certificateRef to Secret %s/%s is not permitted: no ReferenceGrant in namespace %s allows it", ns, ref.Name, ns)
 		}
 		secret := t.snap.Secrets[types.NamespacedName{Namespace: ns, Name: string(ref.Name)}]
@@ -64,7 +67,7 @@ func (t *translation) certificates() []*declarative.Certificate {
 	bySecret := map[types.NamespacedName]*declarative.Certificate{}
 	claimed := map[string]bool{}
 	for _, g := range t.gws {
-		for _, l := range g.listeners {
+		for _, l := range g.all() {
 			if !l.usable() || len(l.secrets) == 0 {
 				continue
 			}

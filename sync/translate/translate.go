@@ -55,6 +55,7 @@ func (r Result) Owner(id string, tags []string) (ObjectRef, bool) {
 type Status struct {
 	GatewayClasses map[string]gwv1.GatewayClassStatus
 	Gateways       map[types.NamespacedName]gwv1.GatewayStatus
+	ListenerSets   map[types.NamespacedName]gwv1.ListenerSetStatus
 	// Routes holds, per route of any kind, only the parent entries this
 	// controller owns; entries of other controllers are kept by the writer.
 	Routes map[ObjectRef][]gwv1.RouteParentStatus
@@ -72,6 +73,7 @@ func Translate(s *snapshot.Snapshot, refused Refusals) Result {
 		status: Status{
 			GatewayClasses: map[string]gwv1.GatewayClassStatus{},
 			Gateways:       map[types.NamespacedName]gwv1.GatewayStatus{},
+			ListenerSets:   map[types.NamespacedName]gwv1.ListenerSetStatus{},
 			Routes:         map[ObjectRef][]gwv1.RouteParentStatus{},
 		},
 		upstreams:     map[string]*declarative.Upstream{},
