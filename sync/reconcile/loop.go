@@ -187,7 +187,13 @@ func (l *Loop) Sync(ctx context.Context) error {
 	if err != nil {
 		l.metrics.kongReachable.Set(0)
 		l.metrics.pushes.WithLabelValues(pushFailed).Inc()
-		return fmt.Errorf("reading Kong's GET /: %w", err)
+		err = fmt.Errorf("reading Kong's GET /: %w", err)
+		// Tell the leader (and the readiness gate) that this replica is
+		// behind; the caches still give the Pod to report on.
+		if snap, serr := l.cache.Snapshot(l.opts.ControllerName, snapshot.Kong{}, l.opts.ServiceUpstream); serr == nil {
+			l.reportLoad(ctx, snap, "", err)
+		}
+		return err
 	}
 	l.metrics.kongReachable.Set(1)
 	snap, err := l.cache.Snapshot(l.opts.ControllerName, kongFromInfo(info), l.opts.ServiceUpstream)
@@ -215,11 +221,7 @@ func (l *Loop) Sync(ctx context.Context) error {
 		l.log.Warn("Kong refused objects; loading the configuration without them", "objects", l.refusals.describe())
 	}
 	l.metrics.refused.Set(float64(len(l.refusals)))
-	if l.pods != nil {
-		if _, err := l.pods.Report(ctx, snap.Pod, status.LoadCondition(hash, loadErr)); err != nil {
-			l.log.Error("reporting the load on the Pod", "error", err.Error())
-		}
-	}
+	l.reportLoad(ctx, snap, hash, loadErr)
 	if loadErr != nil {
 		markNotProgrammed(&result.Status, loadErr)
 	} else {
@@ -237,6 +239,16 @@ func (l *Loop) Sync(ctx context.Context) error {
 		}
 	}
 	return loadErr
+}
+
+// reportLoad sets this replica's load condition on its own Pod.
+func (l *Loop) reportLoad(ctx context.Context, snap *snapshot.Snapshot, hash string, loadErr error) {
+	if l.pods == nil {
+		return
+	}
+	if _, err := l.pods.Report(ctx, snap.Pod, status.LoadCondition(hash, loadErr)); err != nil {
+		l.log.Error("reporting the load on the Pod", "error", err.Error())
+	}
 }
 
 // recordRefusals puts an Event on each newly refused object.

@@ -3,9 +3,14 @@
 package bench
 
 import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
+	"slices"
 	"sync"
 	"time"
 
@@ -28,6 +33,9 @@ type kong struct {
 	hosts      map[string]bool
 }
 
+// post is one POST /config; End is zero while it is being handled. The
+// double swaps its router before it writes its answer (every entity, in
+// JSON), so a route is served a while before End.
 type post struct {
 	Start, End time.Time
 	Status     int
@@ -42,11 +50,13 @@ func newKong() *kong {
 			return
 		}
 		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
-		start := time.Now()
-		k.Double.ServeHTTP(rec, r)
-		end := time.Now()
 		k.mu.Lock()
-		k.posts = append(k.posts, post{Start: start, End: end, Status: rec.status, Bytes: r.ContentLength})
+		i := len(k.posts)
+		k.posts = append(k.posts, post{Start: time.Now(), Bytes: r.ContentLength})
+		k.mu.Unlock()
+		k.Double.ServeHTTP(rec, r)
+		k.mu.Lock()
+		k.posts[i].End, k.posts[i].Status = time.Now(), rec.status
 		k.mu.Unlock()
 	}))
 	return k
@@ -67,15 +77,23 @@ func (k *kong) Posts() []post {
 	return append([]post(nil), k.posts...)
 }
 
-// lastPostBefore is the last accepted POST that ended at or before t.
-func (k *kong) lastPostBefore(t time.Time) (post, bool) {
+// postAt is the last POST that started at or before t (the one that was
+// being handled, or had been, when a change was seen at t).
+func (k *kong) postAt(t time.Time) (post, bool) {
 	ps := k.Posts()
 	for i := len(ps) - 1; i >= 0; i-- {
-		if ps[i].Status == http.StatusCreated && !ps[i].End.After(t) {
+		if !ps[i].Start.After(t) {
 			return ps[i], true
 		}
 	}
 	return post{}, false
+}
+
+// idle tells whether no POST /config is being handled.
+func (k *kong) idle() bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return len(k.posts) == 0 || !k.posts[len(k.posts)-1].End.IsZero()
 }
 
 // routes tells whether Kong would route GET http://host/ on its :8000
@@ -114,4 +132,32 @@ type statusRecorder struct {
 func (r *statusRecorder) WriteHeader(code int) {
 	r.status = code
 	r.ResponseWriter.WriteHeader(code)
+}
+
+// doubleCost posts a document to a fresh double as konglet does and returns
+// the median time of three answers: what the double alone costs.
+func doubleCost(doc []byte) (time.Duration, error) {
+	body, err := json.Marshal(map[string]string{"config": string(doc)})
+	if err != nil {
+		return 0, err
+	}
+	var ds []time.Duration
+	for range 3 {
+		d := kongdouble.New(kongdouble.Options{})
+		start := time.Now()
+		resp, err := http.Post(d.URL()+"/config?check_hash=1&flatten_errors=1", "application/json", bytes.NewReader(body))
+		if err != nil {
+			d.Close()
+			return 0, err
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		ds = append(ds, time.Since(start))
+		d.Close()
+		if resp.StatusCode != http.StatusCreated {
+			return 0, fmt.Errorf("the double answered %d", resp.StatusCode)
+		}
+	}
+	slices.Sort(ds)
+	return ds[1], nil
 }

@@ -22,7 +22,8 @@ type figure struct {
 	Value    float64 `json:"value"`
 	Unit     string  `json:"unit"`
 	Target   string  `json:"target,omitempty"`
-	Met      *bool   `json:"met,omitempty"` // nil: no target
+	Met      *bool   `json:"met,omitempty"`     // nil: no target
+	Missing  bool    `json:"missing,omitempty"` // no value: see Note
 	Note     string  `json:"note,omitempty"`
 }
 
@@ -140,6 +141,9 @@ func (r *results) markdown() string {
 			}
 		}
 		value := formatValue(f.Value, f.Unit)
+		if f.Missing {
+			value = "none"
+		}
 		if f.Note != "" {
 			value += " (" + f.Note + ")"
 		}

@@ -6,7 +6,6 @@ package deploy
 
 import (
 	"bufio"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -184,5 +183,3 @@ func eventually(t *testing.T, timeout time.Duration, what string, check func() e
 }
 
 func ptr[T any](v T) *T { return &v }
-
-var errNotYet = errors.New("not yet")

@@ -76,6 +76,31 @@ func TestReplicasOneStatusWriter(t *testing.T) {
 		}
 	}
 
+	// Programmed follows the slowest replica: one whose Kong cannot load the
+	// current configuration turns it False, naming the Pod, until it can.
+	slow := (leader + 1) % len(pods)
+	kongs[slow].SetDown(true)
+	r := w.getRoute("app")
+	r.Spec.Hostnames = []gwv1.Hostname{"app.example.com", "slow.example.com"}
+	if _, err := env.GW.GatewayV1().HTTPRoutes(w.ns).Update(w.ctx, r, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 15*time.Second, "Programmed is False while one replica fails", func() error {
+		c := cond(w.getGateway().Status.Conditions, "Programmed")
+		if c == nil || c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, pods[slow]) {
+			return fmt.Errorf("Programmed = %+v", c)
+		}
+		return nil
+	})
+	kongs[slow].SetDown(false)
+	eventually(t, 15*time.Second, "Programmed is True again once every replica holds the configuration", func() error {
+		c := cond(w.getGateway().Status.Conditions, "Programmed")
+		if c == nil || c.Status != metav1.ConditionTrue || c.Message != "3 of 3 replicas loaded the current configuration" {
+			return fmt.Errorf("Programmed = %+v", c)
+		}
+		return nil
+	})
+
 	// The leader stops: another replica takes the lease and writes.
 	procs[leader].Stop()
 	start := time.Now()
@@ -88,7 +113,7 @@ func TestReplicasOneStatusWriter(t *testing.T) {
 		return nil
 	})
 	t.Logf("takeover after %v", time.Since(start))
-	r := w.getRoute("app")
+	r = w.getRoute("app")
 	r.Spec.Hostnames = []gwv1.Hostname{"app.example.com", "new.example.com"}
 	if _, err := env.GW.GatewayV1().HTTPRoutes(w.ns).Update(w.ctx, r, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
