@@ -256,18 +256,8 @@ func (w *Writer) writeGateway(ctx context.Context, current *gwv1.Gateway, want g
 			next := g.DeepCopy()
 			next.Status.Addresses = want.Addresses
 			next.Status.Conditions = mergeConditions(g.Status.Conditions, want.Conditions, now)
-			listeners := make([]gwv1.ListenerStatus, 0, len(want.Listeners))
-			for _, l := range want.Listeners {
-				var old []metav1.Condition
-				for _, o := range g.Status.Listeners {
-					if o.Name == l.Name {
-						old = o.Conditions
-					}
-				}
-				l.Conditions = mergeConditions(old, l.Conditions, now)
-				listeners = append(listeners, l)
-			}
-			next.Status.Listeners = listeners
+			next.Status.Listeners = mergeListeners(g.Status.Listeners, want.Listeners, now,
+				func(l *gwv1.ListenerStatus) (gwv1.SectionName, *[]metav1.Condition) { return l.Name, &l.Conditions })
 			return next, !equality.Semantic.DeepEqual(g.Status, next.Status)
 		},
 		func(ctx context.Context, g *gwv1.Gateway) error {
@@ -294,24 +284,34 @@ func (w *Writer) writeListenerSet(ctx context.Context, current *gwv1.ListenerSet
 		func(ls *gwv1.ListenerSet) (*gwv1.ListenerSet, bool) {
 			next := ls.DeepCopy()
 			next.Status.Conditions = mergeConditions(ls.Status.Conditions, want.Conditions, now)
-			listeners := make([]gwv1.ListenerEntryStatus, 0, len(want.Listeners))
-			for _, l := range want.Listeners {
-				var old []metav1.Condition
-				for _, o := range ls.Status.Listeners {
-					if o.Name == l.Name {
-						old = o.Conditions
-					}
-				}
-				l.Conditions = mergeConditions(old, l.Conditions, now)
-				listeners = append(listeners, l)
-			}
-			next.Status.Listeners = listeners
+			next.Status.Listeners = mergeListeners(ls.Status.Listeners, want.Listeners, now,
+				func(l *gwv1.ListenerEntryStatus) (gwv1.SectionName, *[]metav1.Condition) {
+					return l.Name, &l.Conditions
+				})
 			return next, !equality.Semantic.DeepEqual(ls.Status, next.Status)
 		},
 		func(ctx context.Context, ls *gwv1.ListenerSet) error {
 			_, err := api.UpdateStatus(ctx, ls, metav1.UpdateOptions{})
 			return wrapErr("ListenerSet", ls.Namespace, ls.Name, err)
 		})
+}
+
+// mergeListeners returns the wanted listener statuses with the transition
+// times of the current ones kept (Gateway and ListenerSet listeners alike).
+func mergeListeners[L any](current, want []L, now metav1.Time, fields func(*L) (gwv1.SectionName, *[]metav1.Condition)) []L {
+	out := make([]L, len(want))
+	for i := range want {
+		out[i] = want[i]
+		name, conds := fields(&out[i])
+		var old []metav1.Condition
+		for j := range current {
+			if n, c := fields(&current[j]); n == name {
+				old = *c
+			}
+		}
+		*conds = mergeConditions(old, *conds, now)
+	}
+	return out
 }
 
 // mergeParents keeps the entries of other controllers (and ours for Gateways
