@@ -46,7 +46,8 @@ type StatusWriter interface {
 
 // EventRecorder tells users, on their objects, what Kong refused.
 type EventRecorder interface {
-	Refused(ctx context.Context, snap *snapshot.Snapshot, ref translate.ObjectRef, message string) error
+	// Refused tells whether it wrote the Event (only a leader writes).
+	Refused(ctx context.Context, snap *snapshot.Snapshot, ref translate.ObjectRef, message string) (bool, error)
 }
 
 // PodReporter sets this replica's load condition on its own Pod.
@@ -213,14 +214,13 @@ func (l *Loop) Sync(ctx context.Context) error {
 		if !refused || round == maxRefusalRounds {
 			break
 		}
-		added := l.refusals.add(snap, result, le.Entities)
-		if len(added) == 0 {
+		if !l.refusals.add(snap, result, le.Entities) {
 			break // nothing we can trace back to an object: do not loop
 		}
-		l.recordRefusals(ctx, snap, added)
 		l.log.Warn("Kong refused objects; loading the configuration without them", "objects", l.refusals.describe())
 	}
 	l.metrics.refused.Set(float64(len(l.refusals)))
+	l.announceRefusals(ctx, snap)
 	l.reportLoad(ctx, snap, hash, loadErr)
 	if loadErr != nil {
 		markNotProgrammed(&result.Status, loadErr)
@@ -251,14 +251,22 @@ func (l *Loop) reportLoad(ctx context.Context, snap *snapshot.Snapshot, hash str
 	}
 }
 
-// recordRefusals puts an Event on each newly refused object.
-func (l *Loop) recordRefusals(ctx context.Context, snap *snapshot.Snapshot, refs []translate.ObjectRef) {
+// announceRefusals puts an Event on each refused object not announced yet.
+func (l *Loop) announceRefusals(ctx context.Context, snap *snapshot.Snapshot) {
 	if l.events == nil {
 		return
 	}
-	for _, ref := range refs {
-		if err := l.events.Refused(ctx, snap, ref, l.refusals[ref].message); err != nil {
+	for ref, r := range l.refusals {
+		if r.announced {
+			continue
+		}
+		written, err := l.events.Refused(ctx, snap, ref, r.message)
+		if err != nil {
 			l.log.Error("recording an Event", "object", ref.Kind+" "+ref.Namespace+"/"+ref.Name, "error", err.Error())
+		}
+		if written {
+			r.announced = true
+			l.refusals[ref] = r
 		}
 	}
 }

@@ -38,7 +38,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"result"}),
 		configBytes: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "konglet_config_bytes",
-			Help: "Size of the last configuration document sent to Kong.",
+			Help: "Size of the last configuration document built for Kong (also when too large to send).",
 		}),
 		lastSuccess: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "konglet_last_successful_load_timestamp_seconds",

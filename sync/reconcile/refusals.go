@@ -15,14 +15,17 @@ import (
 type refusal struct {
 	message         string
 	resourceVersion string
+	// announced is set once an Event told users about it; until then every
+	// sync tries again (a replica may not lead yet, a create may fail).
+	announced bool
 }
 
 type refusals map[translate.ObjectRef]refusal
 
-// add records the objects behind Kong's flattened errors and returns the
-// ones it had not left out before (none: nothing more can be done).
-func (r refusals) add(snap *snapshot.Snapshot, result translate.Result, entities []admin.EntityError) []translate.ObjectRef {
-	var added []translate.ObjectRef
+// add records the objects behind Kong's flattened errors and tells whether
+// it left out any it had not before (if not, nothing more can be done).
+func (r refusals) add(snap *snapshot.Snapshot, result translate.Result, entities []admin.EntityError) bool {
+	added := false
 	for _, e := range entities {
 		ref, ok := result.Owner(e.ID, e.Tags)
 		if !ok {
@@ -32,7 +35,7 @@ func (r refusals) add(snap *snapshot.Snapshot, result translate.Result, entities
 			continue
 		}
 		r[ref] = refusal{message: e.Messages(), resourceVersion: resourceVersion(snap, ref)}
-		added = append(added, ref)
+		added = true
 	}
 	return added
 }

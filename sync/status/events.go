@@ -32,14 +32,14 @@ func NewEvents(kube kubernetes.Interface, writer *Writer, instance string) *Even
 const maxNote = 1024
 
 // Refused records that Kong refused what an object produced, with Kong's
-// message, as a Warning Event on the object.
-func (e *Events) Refused(ctx context.Context, snap *snapshot.Snapshot, ref translate.ObjectRef, message string) error {
+// message, as a Warning Event on the object. It reports whether it wrote.
+func (e *Events) Refused(ctx context.Context, snap *snapshot.Snapshot, ref translate.ObjectRef, message string) (bool, error) {
 	if !e.writer.leadsAny() {
-		return nil
+		return false, nil
 	}
 	obj := snap.Object(ref.Kind, ref.Namespace, ref.Name)
 	if obj == nil {
-		return nil
+		return true, nil // gone: nothing to tell anyone about
 	}
 	apiVersion := "v1"
 	if ref.Group != "" {
@@ -67,8 +67,10 @@ func (e *Events) Refused(ctx context.Context, snap *snapshot.Snapshot, ref trans
 			UID: obj.GetUID(), ResourceVersion: obj.GetResourceVersion(),
 		},
 	}
-	_, err := e.kube.EventsV1().Events(obj.GetNamespace()).Create(ctx, ev, metav1.CreateOptions{})
-	return err
+	if _, err := e.kube.EventsV1().Events(obj.GetNamespace()).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
+		return false, err
+	}
+	return true, nil
 }
 
 // controllerLabel makes a controllerName a valid reportingController (a

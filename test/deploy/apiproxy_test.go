@@ -5,6 +5,8 @@ import (
 	"crypto/x509"
 	"encoding/pem"
 	"fmt"
+	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -66,6 +68,8 @@ func newAPIProxy() (*apiProxy, error) {
 		},
 	}
 	p.srv = httptest.NewUnstartedServer(rp)
+	// A konglet stopped mid-handshake is no news.
+	p.srv.Config.ErrorLog = log.New(io.Discard, "", 0)
 	p.srv.EnableHTTP2 = true
 	p.srv.StartTLS()
 	return p, nil

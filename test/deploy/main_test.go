@@ -135,6 +135,16 @@ func (p *process) Stop() {
 	_ = p.cmd.Wait()
 }
 
+// exited tells whether the process has ended (before Stop: a crash).
+func (p *process) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
 func (p *process) Logs() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -60,6 +60,7 @@ type scenarioResult struct {
 	requests []apiRequest // every request konglet made
 	logs     string
 	raced    bool
+	crashed  bool          // konglet exited by itself during the run
 	elapsed  time.Duration // until every check passed, or the deadline
 }
 
@@ -91,16 +92,16 @@ const (
 
 // world holds a run's names and objects.
 type world struct {
-	spec                         scenarioSpec
-	ctx                          context.Context
-	gwNS, podNS                  string
-	appNS, backendNS, otherNS    string
-	class, controller            string
-	kong                         *kongdouble.Double
-	certPEM                      []byte
-	badCreated                   bool
-	cleanups                     []func()
-	gatewayName, lease, kongName string
+	spec                             scenarioSpec
+	ctx                              context.Context
+	gwNS, podNS                      string
+	appNS, backendNS, otherNS        string
+	class, controller                string
+	kong                             *kongdouble.Double
+	certPEM                          []byte
+	badCreated                       bool
+	cleanups                         []func()
+	gatewayName, lease, refusedRoute string
 }
 
 // runScenario applies the RBAC, creates the scenario's objects, runs konglet
@@ -116,7 +117,7 @@ func runScenario(spec scenarioSpec) (res *scenarioResult, err error) {
 		class: spec.id + "-konglet", controller: "konglet.dev/" + spec.id,
 		gatewayName: spec.layout.Gateway.Name, lease: spec.layout.Lease,
 	}
-	w.kongName = "httproute." + w.appNS + ".bad.0.0.0"
+	w.refusedRoute = "httproute." + w.appNS + ".bad.0.0.0"
 	defer func() {
 		for i := len(w.cleanups) - 1; i >= 0; i-- {
 			w.cleanups[i]()
@@ -173,7 +174,7 @@ func runScenario(spec scenarioSpec) (res *scenarioResult, err error) {
 	}
 	w.kong = kongdouble.New(kongdouble.Options{})
 	w.cleanups = append(w.cleanups, w.kong.Close)
-	w.kong.RefuseEntity("route", w.kongName)
+	w.kong.RefuseEntity("route", w.refusedRoute)
 
 	p, err := startProcess(kubeconfig, w.kong.URL(),
 		"--gateway", spec.layout.Gateway.String(),
@@ -222,6 +223,7 @@ loop:
 		}
 	}
 	res.elapsed = time.Since(start)
+	res.crashed = p.exited()
 	p.Stop()
 	res.requests = proxy.requests()
 	res.logs = p.Logs()
@@ -428,8 +430,10 @@ func (w *world) checks() map[string]func() error {
 			if err := expectCond(g.Status.Conditions, "Programmed", metav1.ConditionTrue, "Programmed"); err != nil {
 				return err
 			}
-			if c := cond(g.Status.Conditions, "Programmed"); c.Message != "1 of 1 replicas loaded the current configuration" {
-				return fmt.Errorf("Programmed says %q", c.Message)
+			// The one replica counted: the publish Service's EndpointSlice
+			// names the Pod, and the Pod carries konglet's condition.
+			if c := cond(g.Status.Conditions, "Programmed"); !strings.HasPrefix(c.Message, "1 of 1 replicas") {
+				return fmt.Errorf("Programmed says %q, want 1 of 1 replicas", c.Message)
 			}
 			for _, l := range []struct {
 				name     string
