@@ -48,6 +48,8 @@ type config struct {
 	maxConfigBytes  int
 	logLevel        string
 	leaderElection  bool
+	kubeQPS         float64
+	kubeBurst       int
 	leaseTiming     leader.Timing
 }
 
@@ -67,6 +69,8 @@ func (c *config) flags(fs *flag.FlagSet) {
 	fs.BoolVar(&c.serviceUpstream, "service-upstream", false, "target Services by DNS name instead of Pod IPs (for a mesh); the Service annotation konglet.dev/upstream overrides it")
 	fs.IntVar(&c.maxConfigBytes, "max-config-bytes", 10<<20, "largest configuration sent to Kong (Kong's admin API refuses bodies above nginx_admin_client_max_body_size, 10m by default)")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.Float64Var(&c.kubeQPS, "kube-api-qps", 200, "requests per second to the API server (status writes come in bursts when many routes change)")
+	fs.IntVar(&c.kubeBurst, "kube-api-burst", 400, "burst of requests to the API server")
 	fs.BoolVar(&c.leaderElection, "leader-election", true, "elect one replica per Gateway to write statuses (a Lease konglet-<gateway> in the Gateway's namespace)")
 	fs.DurationVar(&c.leaseTiming.LeaseDuration, "lease-duration", 15*time.Second, "how long a leader holds the Lease without renewing it")
 	fs.DurationVar(&c.leaseTiming.RenewDeadline, "lease-renew-deadline", 10*time.Second, "how long the leader keeps trying to renew before it stops writing")
@@ -107,6 +111,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	restConfig.QPS, restConfig.Burst = float32(cfg.kubeQPS), cfg.kubeBurst
 	kube, err := kubernetes.NewForConfig(restConfig)
 	if err != nil {
 		return err

@@ -81,8 +81,11 @@ type Loop struct {
 	now     func() time.Time
 
 	loadedHash atomic.Value // string: the hash Kong confirmed last
-	refusals   refusals
-	failures   int
+	// statuses holds the newest statuses to write (at most one: a newer
+	// one replaces it), so that writing them never delays Kong's loads.
+	statuses chan statusJob
+	refusals refusals
+	failures int
 }
 
 // New returns a loop. pods and events may be nil (nothing to report on).
@@ -96,7 +99,7 @@ func New(cache Cache, kong Kong, writer StatusWriter, pods PodReporter, events E
 	if opts.MaxBackoff < opts.MinBackoff {
 		opts.MaxBackoff = 30 * time.Second
 	}
-	l := &Loop{cache: cache, kong: kong, status: writer, pods: pods, events: events, log: log, metrics: metrics, opts: opts, now: time.Now, refusals: refusals{}}
+	l := &Loop{cache: cache, kong: kong, status: writer, pods: pods, events: events, log: log, statuses: make(chan statusJob, 1), metrics: metrics, opts: opts, now: time.Now, refusals: refusals{}}
 	l.loadedHash.Store("")
 	return l
 }
@@ -114,6 +117,7 @@ func (l *Loop) Run(ctx context.Context) error {
 	}
 	l.log.Info("caches synced")
 	go l.watchKong(ctx)
+	go l.writeStatuses(ctx)
 	l.cache.Notify()
 	for {
 		if err := l.cache.Wait(ctx); err != nil {
@@ -130,6 +134,47 @@ func (l *Loop) Run(ctx context.Context) error {
 		delay := l.backoff(err)
 		l.log.Warn("sync failed; retrying", "error", err.Error(), "retry_in", delay.String())
 		time.AfterFunc(delay, l.cache.Notify)
+	}
+}
+
+// statusJob is one translation's statuses and the snapshot they are for.
+type statusJob struct {
+	snap   *snapshot.Snapshot
+	status translate.Status
+}
+
+// offerStatus queues the newest statuses, dropping older ones not written
+// yet. Only the sync loop offers, so draining then sending cannot block.
+func (l *Loop) offerStatus(job statusJob) {
+	select {
+	case <-l.statuses:
+	default:
+	}
+	l.statuses <- job
+}
+
+// statusRetry is the delay before a sync that retries failed status writes.
+const statusRetry = time.Second
+
+// writeStatuses writes the newest statuses, one set at a time.
+func (l *Loop) writeStatuses(ctx context.Context) {
+	for {
+		var job statusJob
+		select {
+		case <-ctx.Done():
+			return
+		case job = <-l.statuses:
+		}
+		if l.status == nil {
+			continue
+		}
+		res, err := l.status.Write(ctx, job.snap, job.status)
+		l.metrics.statusWrites.Add(float64(res.Writes))
+		if err != nil && ctx.Err() == nil {
+			l.metrics.statusFailures.Inc()
+			l.log.Error("writing statuses; retrying", "error", err.Error(), "retry_in", statusRetry.String())
+			time.AfterFunc(statusRetry, l.cache.Notify)
+		}
 	}
 }
 
@@ -227,17 +272,7 @@ func (l *Loop) Sync(ctx context.Context) error {
 	} else {
 		status.ApplyReplicas(&result.Status, snap, hash)
 	}
-	if l.status != nil {
-		res, err := l.status.Write(ctx, snap, result.Status)
-		l.metrics.statusWrites.Add(float64(res.Writes))
-		if err != nil {
-			l.metrics.statusFailures.Inc()
-			l.log.Error("writing statuses", "error", err.Error())
-			if loadErr == nil {
-				loadErr = err
-			}
-		}
-	}
+	l.offerStatus(statusJob{snap: snap, status: result.Status})
 	return loadErr
 }
 

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -59,42 +60,38 @@ type Result struct {
 	Writes int
 }
 
+// writeParallel is how many status writes run at once: each is one round
+// trip to the API server, and a thousand routes attaching at once should
+// not wait for each other's.
+const writeParallel = 16
+
+// task writes one object's status and reports whether it wrote.
+type task func(context.Context) (bool, error)
+
 // Write brings every object of the snapshot to the desired status. The
 // snapshot's objects are the current state; they are copied, never changed.
 func (w *Writer) Write(ctx context.Context, snap *snapshot.Snapshot, desired translate.Status) (Result, error) {
-	var res Result
-	var errs []error
 	if !w.leadsAny() {
-		return res, nil
+		return Result{}, nil
 	}
 	now := metav1.NewTime(w.now().Truncate(time.Second))
+	var tasks []task
 	for name, want := range desired.GatewayClasses {
-		current := snap.GatewayClasses[name]
-		if current == nil {
-			continue
+		if current := snap.GatewayClasses[name]; current != nil {
+			tasks = append(tasks, func(ctx context.Context) (bool, error) { return w.writeGatewayClass(ctx, current, want, now) })
 		}
-		wrote, err := w.writeGatewayClass(ctx, current, want, now)
-		res.add(wrote)
-		errs = append(errs, err)
 	}
 	for _, current := range snap.Gateways {
 		key := types.NamespacedName{Namespace: current.Namespace, Name: current.Name}
-		want, ok := desired.Gateways[key]
-		if !ok || !w.leads(key) {
-			continue
+		if want, ok := desired.Gateways[key]; ok && w.leads(key) {
+			tasks = append(tasks, func(ctx context.Context) (bool, error) { return w.writeGateway(ctx, current, want, now) })
 		}
-		wrote, err := w.writeGateway(ctx, current, want, now)
-		res.add(wrote)
-		errs = append(errs, err)
 	}
 	for _, current := range snap.ListenerSets {
 		want, ok := desired.ListenerSets[types.NamespacedName{Namespace: current.Namespace, Name: current.Name}]
-		if !ok || !w.leads(listenerSetGateway(current)) {
-			continue
+		if ok && w.leads(listenerSetGateway(current)) {
+			tasks = append(tasks, func(ctx context.Context) (bool, error) { return w.writeListenerSet(ctx, current, want, now) })
 		}
-		wrote, err := w.writeListenerSet(ctx, current, want, now)
-		res.add(wrote)
-		errs = append(errs, err)
 	}
 	owner := parentOwner{w: w, controller: snap.ControllerName, sets: map[types.NamespacedName]types.NamespacedName{}}
 	for _, ls := range snap.ListenerSets {
@@ -102,30 +99,54 @@ func (w *Writer) Write(ctx context.Context, snap *snapshot.Snapshot, desired tra
 	}
 	v1 := w.client.GatewayV1()
 	for _, r := range snap.HTTPRoutes {
-		wrote, err := writeRoute(ctx, owner, r, desired, now, v1.HTTPRoutes(r.Namespace))
-		res.add(wrote)
-		errs = append(errs, err)
+		tasks = append(tasks, routeTask(owner, r, desired, now, v1.HTTPRoutes(r.Namespace)))
 	}
 	for _, r := range snap.GRPCRoutes {
-		wrote, err := writeRoute(ctx, owner, r, desired, now, v1.GRPCRoutes(r.Namespace))
-		res.add(wrote)
-		errs = append(errs, err)
+		tasks = append(tasks, routeTask(owner, r, desired, now, v1.GRPCRoutes(r.Namespace)))
 	}
 	for _, r := range snap.TLSRoutes {
-		wrote, err := writeRoute(ctx, owner, r, desired, now, v1.TLSRoutes(r.Namespace))
-		res.add(wrote)
-		errs = append(errs, err)
+		tasks = append(tasks, routeTask(owner, r, desired, now, v1.TLSRoutes(r.Namespace)))
 	}
 	for _, r := range snap.TCPRoutes {
-		wrote, err := writeRoute(ctx, owner, r, desired, now, v1.TCPRoutes(r.Namespace))
-		res.add(wrote)
-		errs = append(errs, err)
+		tasks = append(tasks, routeTask(owner, r, desired, now, v1.TCPRoutes(r.Namespace)))
 	}
 	for _, r := range snap.UDPRoutes {
-		wrote, err := writeRoute(ctx, owner, r, desired, now, v1.UDPRoutes(r.Namespace))
-		res.add(wrote)
-		errs = append(errs, err)
+		tasks = append(tasks, routeTask(owner, r, desired, now, v1.UDPRoutes(r.Namespace)))
 	}
+	return run(ctx, tasks)
+}
+
+func routeTask[T any, P routeObject[T]](owner parentOwner, current P, desired translate.Status, now metav1.Time, api routeClient[P]) task {
+	return func(ctx context.Context) (bool, error) { return writeRoute(ctx, owner, current, desired, now, api) }
+}
+
+// run runs the tasks, writeParallel at a time, and counts the writes.
+func run(ctx context.Context, tasks []task) (Result, error) {
+	var (
+		mu   sync.Mutex
+		res  Result
+		errs []error
+		wg   sync.WaitGroup
+	)
+	next := make(chan task)
+	for range min(writeParallel, len(tasks)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for t := range next {
+				wrote, err := t(ctx)
+				mu.Lock()
+				res.add(wrote)
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		}()
+	}
+	for _, t := range tasks {
+		next <- t
+	}
+	close(next)
+	wg.Wait()
 	return res, errors.Join(errs...)
 }
 
