@@ -81,6 +81,7 @@ type Loop struct {
 	now     func() time.Time
 
 	loadedHash atomic.Value // string: the hash Kong confirmed last
+	loading    atomic.Value // string: the hash of a load in flight, "" if none
 	// statuses holds the newest statuses to write (at most one: a newer
 	// one replaces it), so that writing them never delays Kong's loads.
 	statuses chan statusJob
@@ -101,6 +102,7 @@ func New(cache Cache, kong Kong, writer StatusWriter, pods PodReporter, events E
 	}
 	l := &Loop{cache: cache, kong: kong, status: writer, pods: pods, events: events, log: log, statuses: make(chan statusJob, 1), metrics: metrics, opts: opts, now: time.Now, refusals: refusals{}}
 	l.loadedHash.Store("")
+	l.loading.Store("")
 	return l
 }
 
@@ -212,7 +214,9 @@ func (l *Loop) watchKong(ctx context.Context) {
 			continue
 		}
 		l.metrics.kongReachable.Set(1)
-		if got != want {
+		// A load in flight changes Kong's hash before loadedHash follows
+		// (read loading, then loadedHash again: the load may end between).
+		if got != want && got != l.loading.Load().(string) && got != l.loadedHash.Load().(string) {
 			l.log.Warn("Kong does not hold konglet's configuration (restarted?); loading it again", "kong_hash", got, "want_hash", want)
 			l.metrics.kongRestarts.Inc()
 			l.loadedHash.Store("")
@@ -327,6 +331,8 @@ func (l *Loop) load(ctx context.Context, cfg *declarative.Config) (string, error
 			return hash, nil
 		}
 	}
+	l.loading.Store(hash)
+	defer l.loading.Store("")
 	if err := l.kong.Load(ctx, doc); err != nil {
 		result := pushFailed
 		if _, refused := admin.IsRefusal(err); refused {
