@@ -2,15 +2,8 @@ package deploy
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"fmt"
-	"math/big"
 	"os"
 	"slices"
 	"strings"
@@ -25,6 +18,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/konglet/konglet/sync/status"
+	"github.com/konglet/konglet/test/harness"
 	"github.com/konglet/konglet/test/kongdouble"
 )
 
@@ -223,11 +217,11 @@ loop:
 		}
 	}
 	res.elapsed = time.Since(start)
-	res.crashed = p.exited()
+	res.crashed = p.Exited()
 	p.Stop()
 	res.requests = proxy.requests()
 	res.logs = p.Logs()
-	res.raced = p.raced()
+	res.raced = strings.Contains(p.Logs(), "WARNING: DATA RACE")
 	return res, nil
 }
 
@@ -236,7 +230,7 @@ func (w *world) createObjects() error {
 	w.cleanups = append(w.cleanups, func() {
 		_ = env.GW.GatewayV1().GatewayClasses().Delete(context.Background(), w.class, metav1.DeleteOptions{})
 	})
-	certPEM, keyPEM, err := selfSigned("secure.example.com")
+	certPEM, keyPEM, err := harness.SelfSigned("secure.example.com", 1)
 	if err != nil {
 		return err
 	}
@@ -579,47 +573,7 @@ func (w *world) routesTo(req kongdouble.Request, target string) error {
 	return nil
 }
 
-func cond(conds []metav1.Condition, typ string) *metav1.Condition {
-	for i := range conds {
-		if conds[i].Type == typ {
-			return &conds[i]
-		}
-	}
-	return nil
-}
-
-func expectCond(conds []metav1.Condition, typ string, status metav1.ConditionStatus, reason string) error {
-	c := cond(conds, typ)
-	if c == nil {
-		return fmt.Errorf("no %s condition in %v", typ, conds)
-	}
-	if c.Status != status || c.Reason != reason {
-		return fmt.Errorf("%s is %s/%s (%q), want %s/%s", typ, c.Status, c.Reason, c.Message, status, reason)
-	}
-	return nil
-}
-
-// selfSigned is a self-signed certificate for host and its key, in PEM.
-func selfSigned(host string) (certPEM, keyPEM []byte, err error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, nil, err
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1),
-		Subject:      pkix.Name{CommonName: host},
-		DNSNames:     []string{host},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(24 * time.Hour),
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		return nil, nil, err
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		return nil, nil, err
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), nil
-}
+var (
+	cond       = harness.Cond
+	expectCond = harness.ExpectCond
+)

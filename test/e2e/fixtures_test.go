@@ -12,6 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/konglet/konglet/test/harness"
 )
 
 const controllerName = "konglet.dev/gateway-controller"
@@ -175,27 +177,10 @@ func (w *world) getRoute(name string) *gwv1.HTTPRoute {
 	return r
 }
 
-// cond finds a condition by type.
-func cond(conds []metav1.Condition, typ string) *metav1.Condition {
-	for i := range conds {
-		if conds[i].Type == typ {
-			return &conds[i]
-		}
-	}
-	return nil
-}
-
-// expectCond is nil when the condition has the status and reason.
-func expectCond(conds []metav1.Condition, typ string, status metav1.ConditionStatus, reason string) error {
-	c := cond(conds, typ)
-	if c == nil {
-		return fmt.Errorf("no %s condition in %v", typ, conds)
-	}
-	if c.Status != status || c.Reason != reason {
-		return fmt.Errorf("%s is %s/%s (%q), want %s/%s", typ, c.Status, c.Reason, c.Message, status, reason)
-	}
-	return nil
-}
+var (
+	cond       = harness.Cond
+	expectCond = harness.ExpectCond
+)
 
 // routeParent is this world's Gateway entry of a route's status.
 func (w *world) routeParent(name string) (*gwv1.RouteParentStatus, error) {

@@ -108,7 +108,7 @@ func TestKongRestartAndOutage(t *testing.T) {
 	kong.SetDown(false)
 	kong.FailNext(http.StatusTooManyRequests, 1)
 	eventually(t, 15*time.Second, "the change made during the outage is served", expectTargets(kong, "second.example.com", "/", "198.18.0.41:8080"))
-	if p.cmd.ProcessState != nil {
+	if p.Exited() {
 		t.Fatal("konglet exited during the outage")
 	}
 }
