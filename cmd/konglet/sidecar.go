@@ -67,7 +67,7 @@ func (c *config) flags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.quiet, "sync-quiet-period", 20*time.Millisecond, "sync once changes pause this long")
 	fs.DurationVar(&c.maxDelay, "sync-max-delay", 80*time.Millisecond, "but no later than this after the first change")
 	fs.BoolVar(&c.serviceUpstream, "service-upstream", false, "target Services by DNS name instead of Pod IPs (for a mesh); the Service annotation konglet.dev/upstream overrides it")
-	fs.IntVar(&c.maxConfigBytes, "max-config-bytes", 10<<20, "largest configuration sent to Kong (Kong's admin API refuses bodies above nginx_admin_client_max_body_size, 10m by default)")
+	fs.IntVar(&c.maxConfigBytes, "max-config-bytes", 10<<20, "largest POST /config body sent to Kong (Kong's admin API refuses bodies above nginx_admin_client_max_body_size, 10m by default)")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.Float64Var(&c.kubeQPS, "kube-api-qps", 200, "requests per second to the API server (status writes come in bursts when many routes change)")
 	fs.IntVar(&c.kubeBurst, "kube-api-burst", 400, "burst of requests to the API server")
@@ -120,7 +120,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	kong, err := admin.New(cfg.kongAdminURL, cfg.kongTimeout)
+	kong, err := admin.New(cfg.kongAdminURL, cfg.kongTimeout, cfg.maxConfigBytes)
 	if err != nil {
 		return err
 	}
@@ -155,7 +155,6 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 		ControllerName:   cfg.controllerName,
 		ServiceUpstream:  cfg.serviceUpstream,
 		KongPollInterval: cfg.kongPoll,
-		MaxConfigBytes:   cfg.maxConfigBytes,
 	})
 
 	srv := &http.Server{Addr: cfg.listen, Handler: handler(reg, loop.Ready), ReadHeaderTimeout: 5 * time.Second}

@@ -21,16 +21,20 @@ import (
 // Client is a Kong admin API client.
 type Client struct {
 	kong *kong.Client
+	// maxBody is the largest POST /config body sent (0: no limit): Kong's
+	// admin API refuses larger ones with 413 after reading them.
+	maxBody int
 }
 
 // New returns a client for the admin API at baseURL (for example
-// http://localhost:8001). Requests time out after timeout.
-func New(baseURL string, timeout time.Duration) (*Client, error) {
+// http://localhost:8001). Requests time out after timeout; maxBody bounds
+// what Load sends (0: no bound).
+func New(baseURL string, timeout time.Duration, maxBody int) (*Client, error) {
 	c, err := kong.NewClient(kong.String(baseURL), &http.Client{Timeout: timeout})
 	if err != nil {
 		return nil, err
 	}
-	return &Client{kong: c}, nil
+	return &Client{kong: c, maxBody: maxBody}, nil
 }
 
 // Listen is one of Kong's proxy or stream listens.
@@ -146,7 +150,7 @@ func (e *LoadError) Error() string {
 	msg := fmt.Sprintf("Kong answered %d to POST /config: %s", e.StatusCode, e.Message)
 	if e.StatusCode == http.StatusRequestEntityTooLarge {
 		// Kong keeps its last configuration; say what to raise.
-		msg += " (the configuration is larger than Kong accepts: raise nginx_admin_client_max_body_size, or lmdb_map_size if Kong says it does not fit in LMDB)"
+		msg += " (the configuration is larger than Kong accepts: raise nginx_admin_client_max_body_size and --max-config-bytes, or lmdb_map_size if Kong says it does not fit in LMDB)"
 	}
 	return msg
 }
@@ -184,6 +188,12 @@ func (c *Client) Load(ctx context.Context, document []byte) error {
 	body, err := json.Marshal(map[string]string{"config": string(document)})
 	if err != nil {
 		return err
+	}
+	if c.maxBody > 0 && len(body) > c.maxBody {
+		// Escaping the document as a string makes the body about a tenth
+		// larger than the document: the limit applies to what is sent.
+		return &LoadError{StatusCode: http.StatusRequestEntityTooLarge,
+			Message: fmt.Sprintf("not sent: the request would be %d bytes, above --max-config-bytes (%d)", len(body), c.maxBody)}
 	}
 	params := struct {
 		CheckHash     int `url:"check_hash"`

@@ -15,7 +15,7 @@ import (
 
 func client(t *testing.T, kong *kongdouble.Double) *admin.Client {
 	t.Helper()
-	c, err := admin.New(kong.URL(), 5*time.Second)
+	c, err := admin.New(kong.URL(), 5*time.Second, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,5 +99,19 @@ func TestTooLargeSaysWhatToRaise(t *testing.T) {
 	err := client(t, kong).Load(context.Background(), []byte(`{"_format_version":"3.0"}`))
 	if err == nil || !strings.Contains(err.Error(), "nginx_admin_client_max_body_size") {
 		t.Fatalf("413: %v", err)
+	}
+}
+
+func TestLoadKeepsToTheBodyLimit(t *testing.T) {
+	kong := kongdouble.New(kongdouble.Options{})
+	defer kong.Close()
+	c, err := admin.New(kong.URL(), 5*time.Second, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = c.Load(context.Background(), []byte(`{"_format_version":"3.0","upstreams":[{"name":"a-rather-long-upstream-name.svc"}]}`))
+	var le *admin.LoadError
+	if !errors.As(err, &le) || le.StatusCode != http.StatusRequestEntityTooLarge || kong.Posts() != 0 {
+		t.Fatalf("a body above the limit: %v (posts %d), want a 413-like error and nothing sent", err, kong.Posts())
 	}
 }

@@ -64,8 +64,6 @@ type Options struct {
 	KongPollInterval time.Duration
 	// MinBackoff and MaxBackoff bound the retry delay after a failure.
 	MinBackoff, MaxBackoff time.Duration
-	// MaxConfigBytes refuses to send a larger document (0: no limit).
-	MaxConfigBytes int
 }
 
 // Loop is the sync loop. Create it with New.
@@ -320,10 +318,6 @@ func (l *Loop) load(ctx context.Context, cfg *declarative.Config) (string, error
 	hash := declarative.Hash(doc)
 	l.metrics.configBytes.Set(float64(len(doc)))
 	l.metrics.kongRoutes.Set(float64(countRoutes(cfg)))
-	if l.opts.MaxConfigBytes > 0 && len(doc) > l.opts.MaxConfigBytes {
-		l.metrics.pushes.WithLabelValues(pushFailed).Inc()
-		return hash, fmt.Errorf("the configuration is %d bytes, above the limit of %d bytes: raise --max-config-bytes (and Kong's nginx_admin_client_max_body_size)", len(doc), l.opts.MaxConfigBytes)
-	}
 	if hash == l.loadedHash.Load().(string) {
 		if current, err := l.kong.ConfigHash(ctx); err == nil && current == hash {
 			l.metrics.pushes.WithLabelValues(pushUnchanged).Inc()
