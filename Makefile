@@ -5,7 +5,7 @@ LDFLAGS  := -s -w -X main.version=$(VERSION)
 BIN      := .bin
 IMAGE    ?= konglet:$(VERSION)
 
-.PHONY: demo build test unit e2e fuzz bench lint tools image clean
+.PHONY: demo build test fuzz bench conformance lint tools image clean
 
 ## demo: print the Kong configuration and statuses for deploy/examples (no cluster, no Kong)
 demo:
@@ -24,6 +24,9 @@ $(BIN)/kube-apiserver:
 $(BIN)/etcd:
 	cd test/tools/etcd && $(GO) build -o $(CURDIR)/$@ .
 
+$(BIN)/kube-controller-manager:
+	cd test/tools/kube-controller-manager && $(GO) build -ldflags "-X k8s.io/component-base/version.gitVersion=v1.37.2" -o $(CURDIR)/$@ .
+
 ## test: formatting, vet, and every test with the race detector, against a real API server
 test: lint tools
 	$(GO) test -race -count=1 -timeout 20m ./...
@@ -32,6 +35,7 @@ test: lint tools
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	cd test/conformance && $(GO) vet .
 
 ## fuzz: run the translation fuzzer for a while (the checked-in corpus runs in `make test`)
 fuzz:
@@ -40,6 +44,11 @@ fuzz:
 ## bench: the benchmarks (not part of `make test`)
 bench: tools
 	$(GO) test -run '^$$' -bench . -benchmem ./sync/translate
+
+## conformance: the upstream Gateway API conformance suite (GATEWAY-HTTP, GATEWAY-GRPC) against konglet, ~8 min;
+## binds :80 and :443 on 127.0.1.N (root or CAP_NET_BIND_SERVICE); report in test/conformance/reports/
+conformance: tools $(BIN)/kube-controller-manager
+	cd test/conformance && $(GO) test -count=1 -timeout 60m -run TestConformance .
 
 ## image: the container image (needs a Docker engine)
 image:

@@ -59,9 +59,17 @@ type listener struct {
 	attached map[ObjectRef]bool
 }
 
-// usable tells whether routes may attach to the listener.
+// attachable tells whether routes attach to the listener (and count in its
+// attachedRoutes): it is accepted and conflicts with no other.
+func (l *listener) attachable() bool {
+	return l.accepted.Status == metav1.ConditionTrue && l.conflicted.Status == metav1.ConditionFalse
+}
+
+// usable tells whether Kong serves the listener: attachable, and its
+// references resolve (an HTTPS listener without a usable certificate has
+// routes attached, but serves none of them).
 func (l *listener) usable() bool {
-	return l.accepted.Status == metav1.ConditionTrue && l.conflicted.Status == metav1.ConditionFalse &&
+	return l.attachable() &&
 		(l.resolvedRefs.Status == metav1.ConditionTrue || l.resolvedRefs.Reason == string(gwv1.ListenerReasonInvalidRouteKinds))
 }
 
@@ -106,6 +114,10 @@ func (t *translation) gateways() {
 		for _, l := range ls {
 			if l.usable() {
 				t.listenerHosts[port] = append(t.listenerHosts[port], hostnameOf(l.spec.Hostname))
+				if t.listenerPorts[l.kongProtocol] == nil {
+					t.listenerPorts[l.kongProtocol] = map[gwv1.PortNumber]bool{}
+				}
+				t.listenerPorts[l.kongProtocol][port] = true
 			}
 		}
 	}

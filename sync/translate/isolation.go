@@ -20,6 +20,11 @@ type placement struct {
 	// their requests belong to those listeners' routes only (Gateway API
 	// listener isolation).
 	excluded []string
+	// matchPort is false when one port carries all listeners of the
+	// protocol: Kong takes net.dst.port from the Host header when it names
+	// a port, so matching it is only worth its risk where ports must be
+	// told apart.
+	matchPort bool
 }
 
 // hostSpecificity orders listener hostnames: exact over wildcard, a longer
@@ -57,6 +62,7 @@ func (t *translation) placements(where attachment) []placement {
 				groups[key] = p
 			}
 			p.ports = append(p.ports, by.dstPort)
+			p.matchPort = p.matchPort || len(t.listenerPorts[by.listener.kongProtocol]) > 1
 			if !slices.Contains(p.protocols, by.protocol) {
 				p.protocols = append(p.protocols, by.protocol)
 			}

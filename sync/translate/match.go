@@ -125,11 +125,13 @@ func (t *translation) assignPriorities() {
 // is parenthesised: the reference parser binds || tighter than &&.
 func httpExpression(place placement, m gwv1.HTTPRouteMatch, filters ruleFilters) string {
 	clauses := make([]string, 0, 4+len(place.excluded)+len(m.Headers)+len(m.QueryParams))
-	portClauses := make([]string, len(place.ports))
-	for i, p := range place.ports {
-		portClauses[i] = "net.dst.port == " + strconv.Itoa(p)
+	if place.matchPort {
+		portClauses := make([]string, len(place.ports))
+		for i, p := range place.ports {
+			portClauses[i] = "net.dst.port == " + strconv.Itoa(p)
+		}
+		clauses = append(clauses, "("+strings.Join(portClauses, " || ")+")")
 	}
-	clauses = append(clauses, "("+strings.Join(portClauses, " || ")+")")
 	if place.host != "" {
 		clauses = append(clauses, "("+hostPredicate(place.host)+")")
 	}
@@ -162,6 +164,10 @@ func httpExpression(place placement, m gwv1.HTTPRouteMatch, filters ruleFilters)
 	for _, q := range m.QueryParams {
 		field := "any(http.queries." + string(q.Name) + ")"
 		clauses = append(clauses, "("+valueClause(field, (*gwv1.HeaderMatchType)(q.Type), q.Value)+")")
+	}
+	if len(clauses) == 0 {
+		// A route must say something: every normalized path starts with /.
+		clauses = append(clauses, `(http.path ^= "/")`)
 	}
 	return strings.Join(clauses, " && ")
 }

@@ -23,6 +23,7 @@ type servedBy struct {
 	protocol     string // Kong's route protocol
 	listenerHost string // the listener's hostname, "" for any
 	dstPort      int    // what Kong's net.dst.port says for this listener
+	listener     *listener
 }
 
 func (t *translation) routes() {
@@ -195,7 +196,7 @@ func (t *translation) attach(r route, listeners []*listener, ref gwv1.ParentRefe
 	reason, message = string(gwv1.RouteReasonNoMatchingParent), "no matching listener is valid"
 	attached := false
 	for _, l := range candidates {
-		if !l.usable() {
+		if !l.attachable() {
 			continue
 		}
 		if !kindAllowed(l, r.kind) || !t.namespaceAllowed(l, r.meta.Namespace) {
@@ -222,6 +223,9 @@ func (t *translation) attach(r route, listeners []*listener, ref gwv1.ParentRefe
 		}
 		attached = true
 		l.attached[r.key()] = true
+		if !l.usable() {
+			continue // attached, but Kong cannot serve the listener
+		}
 		lh := hostnameOf(l.spec.Hostname)
 		for _, h := range hosts {
 			if where[h] == nil {
@@ -229,7 +233,7 @@ func (t *translation) attach(r route, listeners []*listener, ref gwv1.ParentRefe
 			}
 			// Through two listeners on one port, the more specific one counts.
 			if prev, ok := where[h][l.spec.Port]; !ok || hostSpecificity(lh) > hostSpecificity(prev.listenerHost) {
-				where[h][l.spec.Port] = servedBy{r.kongProtocol(l.kongProtocol), lh, l.dstPort}
+				where[h][l.spec.Port] = servedBy{r.kongProtocol(l.kongProtocol), lh, l.dstPort, l}
 			}
 		}
 	}

@@ -78,6 +78,7 @@ func Translate(s *snapshot.Snapshot, refused Refusals) Result {
 		},
 		upstreams:     map[string]*declarative.Upstream{},
 		listenerHosts: map[gwv1.PortNumber][]string{},
+		listenerPorts: map[string]map[gwv1.PortNumber]bool{},
 	}
 	t.gatewayClasses()
 	t.gateways()
@@ -97,6 +98,9 @@ type translation struct {
 	upstreams  map[string]*declarative.Upstream
 	// listenerHosts are the hostnames of the usable listeners of each port.
 	listenerHosts map[gwv1.PortNumber][]string
+	// listenerPorts are the ports of the usable listeners of each Kong
+	// protocol (http, https, tcp...).
+	listenerPorts map[string]map[gwv1.PortNumber]bool
 }
 
 func (t *translation) config() *declarative.Config {
