@@ -36,14 +36,16 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	cd test/conformance && $(GO) vet .
+	$(GO) vet -tags bench ./test/bench
 
 ## fuzz: run the translation fuzzer for a while (the checked-in corpus runs in `make test`)
 fuzz:
 	$(GO) test ./sync/translate -run '^$$' -fuzz FuzzTranslate -fuzztime 2m -fuzzminimizetime 10s
 
-## bench: the benchmarks (not part of `make test`)
+## bench: translation, propagation, burst, memory, cold start and status-write figures against their targets
+## (not part of `make test`, about 10 minutes); writes test/bench/results/RESULTS.md
 bench: tools
-	$(GO) test -run '^$$' -bench . -benchmem ./sync/translate
+	$(GO) test -tags bench -run '^TestBench$$' -count=1 -timeout 30m -v ./test/bench
 
 ## conformance: the upstream Gateway API conformance suite (GATEWAY-HTTP, GATEWAY-GRPC) against konglet, ~8 min;
 ## binds :80 and :443 on 127.0.1.N (root or CAP_NET_BIND_SERVICE); report in test/conformance/reports/

@@ -144,10 +144,16 @@ type LoadError struct {
 	RetryAfter time.Duration
 	// Entities are Kong's flattened errors, one per refused entity.
 	Entities []EntityError
+	// NotSent says that konglet kept the request to itself (too large):
+	// StatusCode is then what Kong would have answered.
+	NotSent bool
 }
 
 func (e *LoadError) Error() string {
 	msg := fmt.Sprintf("Kong answered %d to POST /config: %s", e.StatusCode, e.Message)
+	if e.NotSent {
+		msg = "POST /config not sent: " + e.Message
+	}
 	if e.StatusCode == http.StatusRequestEntityTooLarge {
 		// Kong keeps its last configuration; say what to raise.
 		msg += " (the configuration is larger than Kong accepts: raise nginx_admin_client_max_body_size and --max-config-bytes, or lmdb_map_size if Kong says it does not fit in LMDB)"
@@ -192,8 +198,8 @@ func (c *Client) Load(ctx context.Context, document []byte) error {
 	if c.maxBody > 0 && len(body) > c.maxBody {
 		// Escaping the document as a string makes the body about a tenth
 		// larger than the document: the limit applies to what is sent.
-		return &LoadError{StatusCode: http.StatusRequestEntityTooLarge,
-			Message: fmt.Sprintf("not sent: the request would be %d bytes, above --max-config-bytes (%d)", len(body), c.maxBody)}
+		return &LoadError{StatusCode: http.StatusRequestEntityTooLarge, NotSent: true,
+			Message: fmt.Sprintf("the request would be %d bytes, above --max-config-bytes (%d)", len(body), c.maxBody)}
 	}
 	params := struct {
 		CheckHash     int `url:"check_hash"`

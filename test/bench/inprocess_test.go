@@ -29,13 +29,17 @@ import (
 
 // inProcessCache is konglet's own informer cache, built in this process
 // (same scope as the konglet processes), synced.
-func (b *bencher) inProcessCache(ctx context.Context, t *testing.T) *informers.Cache {
+// cfg nil is konglet's: client-go's default rate limit (QPS 5, burst 10).
+func (b *bencher) inProcessCache(ctx context.Context, t *testing.T, cfg *rest.Config) *informers.Cache {
 	t.Helper()
-	kube, err := kubernetes.NewForConfig(b.env.Config)
+	if cfg == nil {
+		cfg = b.env.Config
+	}
+	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	gw, err := gwclient.NewForConfig(b.env.Config)
+	gw, err := gwclient.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +60,7 @@ func (b *bencher) inProcessCache(ctx context.Context, t *testing.T) *informers.C
 // kongOf is what konglet reads from GET / of the double (reconcile's
 // kongFromInfo).
 func kongOf(ctx context.Context, url string) (snapshot.Kong, error) {
-	c, err := admin.New(url, 10*time.Second)
+	c, err := admin.New(url, 10*time.Second, 0)
 	if err != nil {
 		return snapshot.Kong{}, err
 	}
@@ -86,7 +90,7 @@ func (b *bencher) settleStatuses(t *testing.T) {
 	start := time.Now()
 	ctx, cancel := context.WithCancel(b.ctx)
 	defer cancel()
-	c := b.inProcessCache(ctx, t)
+	c := b.inProcessCache(ctx, t, nil)
 	k := newKong()
 	defer k.Close()
 	kong, err := kongOf(ctx, k.URL())
@@ -168,4 +172,16 @@ func (b *bencher) releaseLease(t *testing.T) {
 	if err := b.c.kube.CoordinationV1().Leases(gatewayNS).Delete(b.ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		t.Fatal(fmt.Errorf("deleting the Lease: %w", err))
 	}
+}
+
+// cacheSyncTime is how long konglet's informers take to list everything, in
+// this process, with the given client rate limit (0: client-go's default).
+func (b *bencher) cacheSyncTime(t *testing.T, qps float32, burst int) time.Duration {
+	ctx, cancel := context.WithCancel(b.ctx)
+	defer cancel()
+	cfg := rest.CopyConfig(b.env.Config)
+	cfg.QPS, cfg.Burst = qps, burst
+	start := time.Now()
+	b.inProcessCache(ctx, t, cfg)
+	return time.Since(start)
 }

@@ -100,6 +100,11 @@ func TestBench(t *testing.T) {
 	t.Run("memory", b.memory)
 	b.results.checkpoint(resultsDir())
 	t.Run("coldstart10k", func(t *testing.T) { b.coldStart(t, 10_000, 5*time.Second) })
+	b.results.checkpoint(resultsDir())
+	// Below 10,000: where the size limit bites, and a cold start that loads.
+	t.Run("coldstart9k", func(t *testing.T) { b.coldStart(t, 9_000, 0) })
+	b.results.checkpoint(resultsDir())
+	t.Run("coldstart8k", func(t *testing.T) { b.coldStart(t, 8_000, 0) })
 }
 
 // ensureApps creates applications (Service, EndpointSlice, HTTPRoute)

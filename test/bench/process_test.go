@@ -4,6 +4,7 @@ package bench
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -11,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -40,7 +42,8 @@ type proc struct {
 	mu      sync.Mutex
 	logTail []string
 	lines   int
-	rss     []sample // VmRSS in bytes
+	rss     []sample  // VmRSS in bytes
+	gc      []gcCycle // with GODEBUG=gctrace=1
 	stopped bool
 }
 
@@ -51,6 +54,13 @@ type sample struct {
 
 // startKonglet runs konglet against the cluster and the Kong double.
 func (b *bencher) startKonglet(t *testing.T, kong *kong, extra ...string) *proc {
+	t.Helper()
+	return b.startKongletEnv(t, kong, nil, extra...)
+}
+
+// startKongletEnv is startKonglet with extra environment (GODEBUG,
+// GOMEMLIMIT): the runtime's own knobs, no change to konglet.
+func (b *bencher) startKongletEnv(t *testing.T, kong *kong, env []string, extra ...string) *proc {
 	t.Helper()
 	addr := freeAddress(t)
 	args := append([]string{"run",
@@ -63,6 +73,7 @@ func (b *bencher) startKonglet(t *testing.T, kong *kong, extra ...string) *proc 
 		"--log-level", "info",
 	}, extra...)
 	p := &proc{cmd: exec.Command(b.konglet, args...), Metrics: "http://" + addr, done: make(chan struct{})}
+	p.cmd.Env = append(os.Environ(), env...)
 	stderr, err := p.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -77,6 +88,11 @@ func (b *bencher) startKonglet(t *testing.T, kong *kong, extra ...string) *proc 
 		s.Buffer(make([]byte, 1<<20), 1<<20)
 		for s.Scan() {
 			p.mu.Lock()
+			if line := s.Text(); strings.HasPrefix(line, "gc ") {
+				p.gc = append(p.gc, gcLine(time.Since(p.Started), line))
+				p.mu.Unlock()
+				continue
+			}
 			p.lines++
 			p.logTail = append(p.logTail, s.Text())
 			if len(p.logTail) > 400 {
@@ -88,7 +104,7 @@ func (b *bencher) startKonglet(t *testing.T, kong *kong, extra ...string) *proc 
 	go p.sampleRSS()
 	t.Cleanup(func() {
 		p.Stop()
-		if t.Failed() {
+		if t.Failed() || os.Getenv("KONGLET_BENCH_LOGS") != "" {
 			t.Logf("konglet log tail:\n%s", p.Logs())
 		}
 	})
@@ -260,4 +276,50 @@ func poll(interval, timeout time.Duration, check func() bool) bool {
 		case <-tick.C:
 		}
 	}
+}
+
+// logTime is when konglet first logged msg, since its start (false when the
+// line is not in the kept tail).
+func (p *proc) logTime(msg string) (time.Duration, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, l := range p.logTail {
+		if !strings.Contains(l, `"msg":"`+msg+`"`) {
+			continue
+		}
+		var line struct {
+			Time time.Time `json:"time"`
+		}
+		if json.Unmarshal([]byte(l), &line) == nil {
+			return line.Time.Sub(p.Started), true
+		}
+	}
+	return 0, false
+}
+
+// gcCycle is one line of GODEBUG=gctrace=1: heap at the start of the
+// cycle, at its end, and the live (marked) heap, in MB.
+type gcCycle struct {
+	At                     time.Duration
+	Start, End, Live, Goal int
+}
+
+var gcHeap = regexp.MustCompile(`(\d+)->(\d+)->(\d+) MB, (\d+) MB goal`)
+
+func gcLine(at time.Duration, line string) gcCycle {
+	c := gcCycle{At: at}
+	if m := gcHeap.FindStringSubmatch(line); m != nil {
+		c.Start, _ = strconv.Atoi(m[1])
+		c.End, _ = strconv.Atoi(m[2])
+		c.Live, _ = strconv.Atoi(m[3])
+		c.Goal, _ = strconv.Atoi(m[4])
+	}
+	return c
+}
+
+// GC returns the GC cycles seen so far.
+func (p *proc) GC() []gcCycle {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]gcCycle(nil), p.gc...)
 }

@@ -51,6 +51,17 @@ var base baselineMem
 func (b *bencher) baseline(t *testing.T) {
 	scen := "0 baseline"
 	b.results.scenario(scen)
+	// The very first konglet after the API server started waits for it to
+	// warm up (about a second, a test artifact): measured apart.
+	warm := newKong()
+	wp := b.startKonglet(t, warm, "--leader-election=false")
+	if !poll(time.Millisecond, 30*time.Second, func() bool { return warm.Loads() >= 1 }) {
+		t.Fatal("konglet never loaded a configuration")
+	}
+	b.results.add(figure{Scenario: scen, Name: "first konglet after the API server started: start to first load (warm-up, not a konglet figure)", Value: ms(time.Since(wp.Started)), Unit: "ms"})
+	wp.Stop()
+	warm.Close()
+
 	k := newKong()
 	defer k.Close()
 	p := b.startKonglet(t, k, "--leader-election=false")
@@ -58,6 +69,9 @@ func (b *bencher) baseline(t *testing.T) {
 		t.Fatal("konglet never loaded a configuration")
 	}
 	first := time.Since(p.Started)
+	if d, ok := p.logTime("caches synced"); ok {
+		b.results.add(figure{Scenario: scen, Name: "konglet logged \"caches synced\" after", Value: ms(d), Unit: "ms"})
+	}
 	if !quiesce(p, time.Second, 30*time.Second) {
 		t.Log("status writes did not stop within 30s")
 	}
@@ -72,6 +86,7 @@ func (b *bencher) baseline(t *testing.T) {
 func (b *bencher) coldStart(t *testing.T, n int, target time.Duration) {
 	scen := fmt.Sprintf("5 cold start %dk", n/1000)
 	b.ensureApps(t, n)
+	b.shrinkRoutes(t, n)
 	b.results.scenario(scen)
 	k := newKong()
 	defer k.Close()
@@ -95,7 +110,10 @@ func (b *bencher) coldStart(t *testing.T, n int, target time.Duration) {
 			m, err := p.scrape()
 			if err == nil && m[`konglet_kong_pushes_total{result="failed"}`]+m[`konglet_kong_pushes_total{result="refused"}`] > 0 {
 				failedAt = time.Since(p.Started)
-				failure = fmt.Sprintf("konglet_config_bytes=%.0f (%.2f MiB); POST /config answers: %v", m["konglet_config_bytes"], mib(m["konglet_config_bytes"]), postStatuses(k))
+				failure = fmt.Sprintf("konglet_config_bytes=%.0f (%.2f MiB, --max-config-bytes is 10 MiB); POST /config answers: %v", m["konglet_config_bytes"], mib(m["konglet_config_bytes"]), postStatuses(k))
+				if ps := k.Posts(); len(ps) > 0 {
+					failure += fmt.Sprintf(" to a body of %d bytes (%.2f MiB; Kong's limit is 10 MiB)", ps[0].Bytes, mib(float64(ps[0].Bytes)))
+				}
 				if lines := p.LogsContaining("sync failed"); len(lines) > 0 {
 					failure += "; konglet: " + lines[0]
 				}
@@ -105,13 +123,21 @@ func (b *bencher) coldStart(t *testing.T, n int, target time.Duration) {
 		return false
 	})
 	posts := k.Posts()
-	raw := map[string]any{"routes": n, "ready_ms": ms(ready), "posts": posts, "max_rss": p.MaxRSS(), "config_bytes": p.metric("konglet_config_bytes")}
+	configBytes, maxRSS := p.metric("konglet_config_bytes"), p.MaxRSS()
+	raw := map[string]any{"routes": n, "ready_ms": ms(ready), "posts": posts, "max_rss": maxRSS, "config_bytes": configBytes}
 	b.results.raw("coldstart", raw)
 	name := fmt.Sprintf("%d routes: process start to all routes served", n)
 	tgt := fmt.Sprintf("<= %v", target)
+	if target == 0 {
+		b.results.note(scen, "no target: %d routes are measured to see where the 10 MiB limit bites and what a cold start costs below it", n)
+	}
 	switch {
 	case ready > 0:
-		b.results.add(figure{Scenario: scen, Name: name, Value: ms(ready), Unit: "ms", Target: tgt, Met: atMost(ms(ready), ms(target))})
+		f := figure{Scenario: scen, Name: name, Value: ms(ready), Unit: "ms"}
+		if target > 0 {
+			f.Target, f.Met = tgt, atMost(ms(ready), ms(target))
+		}
+		b.results.add(f)
 		if pst, ok := k.postAt(p.Started.Add(ready)); ok {
 			b.results.add(figure{Scenario: scen, Name: "of which konglet: start to POST /config arriving (list, translate, marshal)", Value: ms(pst.Start.Sub(p.Started)), Unit: "ms",
 				Note: fmt.Sprintf("POST number %d", countBefore(posts, pst.Start)+1)})
@@ -119,16 +145,33 @@ func (b *bencher) coldStart(t *testing.T, n int, target time.Duration) {
 				Note: fmt.Sprintf("%.1f MiB body", mib(float64(pst.Bytes)))})
 		}
 	case failedAt > 0:
-		b.results.add(figure{Scenario: scen, Name: name, Missing: true, Unit: "ms", Target: tgt, Met: boolPtr(false),
-			Note: fmt.Sprintf("never: the load failed, first failure seen %.0f ms after start", ms(failedAt))})
+		f := figure{Scenario: scen, Name: name, Missing: true, Unit: "ms",
+			Note: fmt.Sprintf("never: the load failed, first failure seen %.0f ms after start", ms(failedAt))}
+		if target > 0 {
+			f.Target, f.Met = tgt, boolPtr(false)
+		}
+		b.results.add(f)
 		b.results.note(scen, "%d routes cannot be loaded: %s", n, failure)
 	default:
 		b.results.add(figure{Scenario: scen, Name: name, Missing: true, Unit: "ms", Target: tgt, Met: boolPtr(false), Note: "not within 60 s"})
 		t.Errorf("%d routes were not all served within 60s (ok=%v)", n, ok)
 	}
-	b.results.add(figure{Scenario: scen, Name: fmt.Sprintf("%d routes: config document size", n), Value: mib(p.metric("konglet_config_bytes")), Unit: "MiB",
-		Target: "<= 10 MiB", Met: atMost(p.metric("konglet_config_bytes"), 10<<20)})
-	b.results.add(figure{Scenario: scen, Name: fmt.Sprintf("%d routes: max RSS during cold start", n), Value: mib(float64(p.MaxRSS())), Unit: "MiB"})
+	b.results.add(figure{Scenario: scen, Name: fmt.Sprintf("%d routes: config document size", n), Value: mib(configBytes), Unit: "MiB",
+		Target: "<= 10 MiB", Met: atMost(configBytes, 10<<20), Note: fmt.Sprintf("%.0f B per route", configBytes/float64(n))})
+	b.results.add(figure{Scenario: scen, Name: fmt.Sprintf("%d routes: max RSS during cold start", n), Value: mib(float64(maxRSS)), Unit: "MiB"})
+	if d, ok := p.logTime("caches synced"); ok {
+		b.results.add(figure{Scenario: scen, Name: "konglet logged \"caches synced\" after", Value: ms(d), Unit: "ms"})
+	}
+	p.Stop()
+	if target == 0 {
+		return
+	}
+	// Where the informers' time goes: the same caches in this process, with
+	// konglet's client rate limit (client-go's default) and with a high one.
+	slow := b.cacheSyncTime(t, 0, 0)
+	fast := b.cacheSyncTime(t, 500, 1000)
+	b.results.add(figure{Scenario: scen, Name: "in-process: konglet's informers synced, client-go default rate limit (QPS 5, burst 10)", Value: ms(slow), Unit: "ms"})
+	b.results.add(figure{Scenario: scen, Name: "in-process: the same informers synced with QPS 500, burst 1000", Value: ms(fast), Unit: "ms"})
 }
 
 func postStatuses(k *kong) []int {
@@ -151,12 +194,14 @@ func (b *bencher) propagationAndBurst(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, role := range []struct {
-		name  string
-		round int
-		args  []string
+		name    string
+		round   int
+		samples int
+		args    []string
 	}{
-		{"follower", 1, nil},
-		{"status writer", 2, []string{"--leader-election=false"}},
+		// The follower creates 100 (the time budget), the status writer 300.
+		{"follower", 1, 100, nil},
+		{"status writer", 2, added, []string{"--leader-election=false"}},
 	} {
 		if role.round == 1 {
 			b.holdLease(t)
@@ -173,9 +218,10 @@ func (b *bencher) propagationAndBurst(t *testing.T) {
 		}
 		served := time.Since(p.Started)
 		quiesce(p, time.Second, 60*time.Second)
+		b.results.note(scen, "%d routes created one by one", role.samples)
 		b.results.note(scen, "konglet served the 3,000 routes %.0f ms after start; %.0f status writes before the 300 creations began %.1f s after start",
 			ms(served), p.metric("konglet_status_writes_total"), time.Since(p.Started).Seconds())
-		b.propagate(t, scen, k, p, first, added)
+		b.propagate(t, scen, k, p, first, role.samples)
 		if role.round == 2 {
 			// Let the status writes of the creations end: the burst starts
 			// from a quiet konglet.
@@ -190,9 +236,9 @@ func (b *bencher) propagationAndBurst(t *testing.T) {
 		}
 		k.Close()
 		if role.round == 1 {
-			// The follower's 300 routes go again: the status writer starts
+			// The follower's routes go again: the status writer starts
 			// from the same 3,000.
-			if err := parallel(first, first+added, func(i int) error {
+			if err := parallel(first, first+role.samples, func(i int) error {
 				return retry(func() error {
 					return b.c.gw.GatewayV1().HTTPRoutes(appNS(i)).Delete(b.ctx, routeName(i), metav1.DeleteOptions{})
 				})
@@ -212,6 +258,7 @@ func (b *bencher) propagationAndBurst(t *testing.T) {
 // from its Create returning to the double routing its host.
 func (b *bencher) propagate(t *testing.T, scen string, k *kong, p *proc, first, added int) {
 	writes0 := p.metric("konglet_status_writes_total")
+	lost0, loads0 := p.metric("konglet_kong_config_lost_total"), k.Loads()
 	var lat, kongletPart, doublePart []time.Duration
 	type sampleRec struct {
 		Route                          int
@@ -282,7 +329,9 @@ func (b *bencher) propagate(t *testing.T, scen string, k *kong, p *proc, first, 
 		b.results.add(figure{Scenario: scen, Name: part.name + ", p50", Value: ms(percentile(part.d, 50)), Unit: "ms",
 			Note: fmt.Sprintf("p90 %.1f ms, p99 %.1f ms, max %.1f ms", ms(percentile(part.d, 90)), ms(percentile(part.d, 99)), ms(percentile(part.d, 100)))})
 	}
-	b.results.add(figure{Scenario: scen, Name: "status writes during the 300 creations", Value: p.metric("konglet_status_writes_total") - writes0, Unit: "writes"})
+	b.results.add(figure{Scenario: scen, Name: "status writes during the creations", Value: p.metric("konglet_status_writes_total") - writes0, Unit: "writes"})
+	b.results.add(figure{Scenario: scen, Name: "config loads for the creations", Value: float64(k.Loads() - loads0), Unit: "loads",
+		Note: fmt.Sprintf("konglet_kong_config_lost_total +%.0f, though the double never lost its configuration", p.metric("konglet_kong_config_lost_total")-lost0)})
 	b.results.add(figure{Scenario: scen, Name: "config document with 3,300 routes", Value: mib(p.metric("konglet_config_bytes")), Unit: "MiB"})
 }
 
@@ -292,11 +341,12 @@ func (b *bencher) burst(t *testing.T, scen string, k *kong, p *proc, round int) 
 	const edits = 1000
 	loads0, posts0 := k.Loads(), len(k.Posts())
 	writes0 := p.metric("konglet_status_writes_total")
+	lost0 := p.metric("konglet_kong_config_lost_total")
 	returned := make([]time.Time, edits)
 	errs := make([]error, edits)
 	ch := make(chan int, edits)
 	var wg sync.WaitGroup
-	for range 8 {
+	for range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -378,10 +428,10 @@ func (b *bencher) burst(t *testing.T, scen string, k *kong, p *proc, round int) 
 	writes := p.metric("konglet_status_writes_total") - writes0
 	b.results.raw(scen, map[string]any{"edits": edits, "window_ms": ms(window), "loads_to_final": loadsAtFinal, "loads_after": loadsAfter,
 		"final_ms": ms(seen.Sub(lastEdit)), "final_reached": ok, "posts": posts, "status_writes": writes})
-	b.results.add(figure{Scenario: scen, Name: "1,000 edits sent over", Value: window.Seconds(), Unit: "s", Target: "<= 10 s (100/s)", Met: atMost(window.Seconds(), 10.5)})
+	b.results.add(figure{Scenario: scen, Name: "1,000 edits sent over (the test aims at 100/s; the API server sets the pace)", Value: window.Seconds(), Unit: "s"})
 	b.results.add(figure{Scenario: scen, Name: "config loads, first edit to final config", Value: float64(loadsAtFinal), Unit: "loads",
 		Target: fmt.Sprintf("<= %.0f (one per 80 ms + 5)", allowed), Met: atMost(float64(loadsAtFinal), allowed),
-		Note: fmt.Sprintf("+%d in the second after", loadsAfter)})
+		Note: fmt.Sprintf("+%d in the second after; konglet_kong_config_lost_total +%.0f", loadsAfter, p.metric("konglet_kong_config_lost_total")-lost0)})
 	if ok {
 		final := seen.Sub(lastEdit)
 		b.results.add(figure{Scenario: scen, Name: "last edit returned to Kong routing all edits", Value: ms(final), Unit: "ms", Target: "<= 200 ms", Met: atMost(ms(final), 200)})
@@ -406,4 +456,22 @@ func countBefore(posts []post, t time.Time) int {
 		}
 	}
 	return n
+}
+
+// shrinkRoutes deletes the routes of applications [n, b.apps) (their
+// Services and EndpointSlices stay; konglet makes nothing of them).
+func (b *bencher) shrinkRoutes(t *testing.T, n int) {
+	t.Helper()
+	if b.apps <= n {
+		return
+	}
+	if err := parallel(n, b.apps, func(i int) error {
+		return retry(func() error {
+			return b.c.gw.GatewayV1().HTTPRoutes(appNS(i)).Delete(b.ctx, routeName(i), metav1.DeleteOptions{})
+		})
+	}); err != nil {
+		t.Fatalf("deleting routes %d to %d: %v", n, b.apps, err)
+	}
+	b.apps = n
+	b.hosts = b.hosts[:n]
 }

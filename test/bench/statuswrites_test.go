@@ -164,6 +164,7 @@ func (b *bencher) statusWrites(t *testing.T) {
 	}
 	quiesce(p, time.Second, 30*time.Second)
 	writes0, c0 := p.metric("konglet_status_writes_total"), w.counts()
+	loads0 := k.Loads()
 
 	// Attach.
 	t0 := time.Now()
@@ -176,10 +177,24 @@ func (b *bencher) statusWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	created := time.Now()
-	if !poll(10*time.Millisecond, 300*time.Second, func() bool { return w.accepted() == n && w.attached() == n }) {
-		t.Fatalf("after 300s: %d routes Accepted, attachedRoutes %d", w.accepted(), w.attached())
+	var servedAt time.Time
+	served := func() bool {
+		if servedAt.IsZero() {
+			hosts := k.Hosts()
+			for i := range n {
+				if !hosts[fmt.Sprintf("c-%04d.counted.test", i)] {
+					return false
+				}
+			}
+			servedAt = time.Now()
+		}
+		return true
+	}
+	if !poll(10*time.Millisecond, 300*time.Second, func() bool { return served() && w.accepted() == n && w.attached() == n }) {
+		t.Fatalf("after 300s: %d routes Accepted, attachedRoutes %d, all served: %v", w.accepted(), w.attached(), served())
 	}
 	attachedAt := time.Now()
+	loadsServed := loadsAt(k, servedAt) - loads0
 	quiesce(p, 2*time.Second, 60*time.Second)
 	writes1, c1 := p.metric("konglet_status_writes_total"), w.counts()
 	maxPerRoute := c1.MaxPerRoute
@@ -211,6 +226,8 @@ func (b *bencher) statusWrites(t *testing.T) {
 	b.results.add(figure{Scenario: scen, Name: "attach: first Create to all 1,000 Accepted and attachedRoutes=1000", Value: attachedAt.Sub(t0).Seconds(), Unit: "s",
 		Note: fmt.Sprintf("the 1,000 Creates took %.2f s", created.Sub(t0).Seconds())})
 	b.results.add(figure{Scenario: scen, Name: "attach: last Create to all Accepted and attachedRoutes=1000", Value: ms(attachedAt.Sub(created)), Unit: "ms"})
+	b.results.add(figure{Scenario: scen, Name: "attach: last Create to all 1,000 routes served by Kong", Value: ms(servedAt.Sub(created)), Unit: "ms",
+		Note: fmt.Sprintf("loads until then: %d", loadsServed)})
 	b.results.add(figure{Scenario: scen, Name: "attach: status writes (konglet_status_writes_total)", Value: attachWrites, Unit: "writes",
 		Note: fmt.Sprintf("API server saw %d route and %d Gateway status changes; at most %d for one route", c1.RouteStatusChanges-c0.RouteStatusChanges, c1.GatewayStatusChanges-c0.GatewayStatusChanges, maxPerRoute)})
 	b.results.add(figure{Scenario: scen, Name: "detach: last Delete to attachedRoutes=0", Value: ms(detachedAt.Sub(deleted)), Unit: "ms",
@@ -223,4 +240,15 @@ func (b *bencher) statusWrites(t *testing.T) {
 	if apiSeen := float64(c2.RouteStatusChanges - c0.RouteStatusChanges + c2.GatewayStatusChanges - c0.GatewayStatusChanges); apiSeen != attachWrites+detachWrites {
 		b.results.note(scen, "konglet counted %.0f status writes, the API server's watch showed %.0f status changes (a write that changes nothing is not seen; a missed watch event would be)", attachWrites+detachWrites, apiSeen)
 	}
+}
+
+// loadsAt counts the accepted POST /config that started before t.
+func loadsAt(k *kong, t time.Time) int {
+	n := 0
+	for _, p := range k.Posts() {
+		if p.Status == 201 && p.Start.Before(t) {
+			n++
+		}
+	}
+	return n
 }
