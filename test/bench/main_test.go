@@ -25,6 +25,7 @@ import (
 	gwclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
 	"github.com/konglet/konglet/test/cluster"
+	"github.com/konglet/konglet/test/harness"
 )
 
 // bencher holds what every scenario shares.
@@ -73,7 +74,7 @@ func TestBench(t *testing.T) {
 	t.Run("translation", b.translation)
 	b.results.checkpoint(resultsDir())
 
-	if b.konglet, err = buildKonglet(tmp); err != nil {
+	if b.konglet, err = harness.Build(tmp, false); err != nil {
 		t.Fatal(err)
 	}
 	clusterStart := time.Now()

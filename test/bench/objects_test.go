@@ -4,14 +4,8 @@ package bench
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
 	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
-	"math/big"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,6 +18,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gwclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
+
+	"github.com/konglet/konglet/test/harness"
 )
 
 const (
@@ -229,7 +225,7 @@ func retry(f func() error) error {
 		if err == nil || apierrors.IsAlreadyExists(err) || apierrors.IsNotFound(err) || apierrors.IsInvalid(err) {
 			return err
 		}
-		time.Sleep(time.Duration(50<<attempt) * time.Millisecond) // backoff between attempts, not a wait on a condition
+		<-time.After(time.Duration(50<<attempt) * time.Millisecond) // backoff between attempts, not a wait on a condition
 	}
 	return err
 }
@@ -242,34 +238,11 @@ func ignoreExists(err error) error {
 }
 
 // selfSigned is one self-signed certificate and key in PEM.
-func selfSigned() (certPEM, keyPEM []byte, err error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, nil, err
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1),
-		Subject:      pkix.Name{CommonName: "bench.test"},
-		DNSNames:     []string{"*.bench.test"},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(365 * 24 * time.Hour),
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		return nil, nil, err
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		return nil, nil, err
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), nil
-}
 
 // secrets creates tls TLS Secrets (one certificate reused) and opaque
 // Opaque Secrets of 10 KB each, in the "secrets" namespace.
 func (c clients) secrets(ctx context.Context, tls, opaque int) error {
-	cert, key, err := selfSigned()
+	cert, key, err := harness.SelfSigned("bench.test", 1)
 	if err != nil {
 		return err
 	}

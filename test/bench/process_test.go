@@ -7,29 +7,18 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
-)
 
-// buildKonglet builds the binary under test (no -race: these are
-// measurements) into dir.
-func buildKonglet(dir string) (string, error) {
-	out := filepath.Join(dir, "konglet")
-	cmd := exec.Command("go", "build", "-o", out, "github.com/konglet/konglet/cmd/konglet")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("building konglet: %v\n%s", err, b)
-	}
-	return out, nil
-}
+	"github.com/konglet/konglet/test/harness"
+)
 
 // proc is one running konglet, with its RSS sampled every 100 ms from the
 // moment it started.
@@ -251,12 +240,11 @@ func (p *proc) metric(series string) float64 {
 
 func freeAddress(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := harness.FreeAddress()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return addr
 }
 
 // poll calls check every interval until it returns true or the timeout
