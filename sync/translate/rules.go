@@ -31,8 +31,8 @@ type refProblem struct {
 }
 
 var (
-	// expressionName is what Kong's expressions grammar accepts after
-	// http.headers. / http.queries. (headers are written with '_' for '-').
+	// The names Kong's expressions grammar accepts after http.headers. and
+	// http.queries. (a header's '-' is written '_').
 	headerNamePattern = regexp.MustCompile(`^[A-Za-z0-9-]+$`)
 	queryNamePattern  = regexp.MustCompile(`^[A-Za-z0-9_]+$`)
 	methodPattern     = regexp.MustCompile(`^[A-Z]+$`)
