@@ -62,10 +62,9 @@ type Route struct {
 	Plugins      []*Plugin           `json:"plugins,omitempty"`
 }
 
-// Endpoint is a stream route's source or destination.
+// Endpoint is a stream route's destination (konglet matches on the port).
 type Endpoint struct {
-	IP   string `json:"ip,omitempty"`
-	Port int    `json:"port,omitempty"`
+	Port int `json:"port"`
 }
 
 // Plugin is a Kong plugin instance attached to the entity it is nested in.

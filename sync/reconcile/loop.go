@@ -85,6 +85,7 @@ type Loop struct {
 	statuses chan statusJob
 	refusals refusals
 	failures int
+	kongNode string // the node id of the Kong last seen
 }
 
 // New returns a loop. pods and events may be nil (nothing to report on).
@@ -244,6 +245,11 @@ func (l *Loop) Sync(ctx context.Context) error {
 		return err
 	}
 	l.metrics.kongReachable.Set(1)
+	if info.NodeID != l.kongNode {
+		// A new node id is a Kong (re)started: say what it is once.
+		l.kongNode = info.NodeID
+		l.log.Info("Kong found", "version", info.Version, "node_id", info.NodeID, "router_flavor", info.RouterFlavor)
+	}
 	snap, err := l.cache.Snapshot(l.opts.ControllerName, kongFromInfo(info), l.opts.ServiceUpstream)
 	if err != nil {
 		return err
@@ -367,12 +373,10 @@ func markNotProgrammed(st *translate.Status, err error) {
 
 func kongFromInfo(info admin.Info) snapshot.Kong {
 	k := snapshot.Kong{
-		Version:        info.Version,
 		RouterFlavor:   info.RouterFlavor,
 		PortMaps:       info.PortMaps,
 		EnabledPlugins: info.EnabledPlugins,
 		PluginsKnown:   true,
-		NodeID:         info.NodeID,
 	}
 	for _, l := range info.ProxyListeners {
 		k.ProxyListens = append(k.ProxyListens, snapshot.Listen{Port: l.Port, SSL: l.SSL, HTTP2: l.HTTP2})

@@ -35,21 +35,18 @@ type Listen struct {
 
 // Kong is what the local Kong says about itself in GET /.
 type Kong struct {
-	Version        string
 	RouterFlavor   string
 	ProxyListens   []Listen
 	StreamListens  []Listen
 	PortMaps       map[int]int // host (Service) port -> Kong listen port
 	EnabledPlugins map[string]bool
 	PluginsKnown   bool // false when GET / was not read (offline): every plugin counts as enabled
-	NodeID         string
 }
 
 // DefaultKong is the Kong that the Helm chart installs by default, used when
 // no Kong can be asked (offline translation).
 func DefaultKong(flavor string) Kong {
 	return Kong{
-		Version:      "3.9.0",
 		RouterFlavor: flavor,
 		ProxyListens: []Listen{
 			{Port: DefaultKongHTTPListenPort},
