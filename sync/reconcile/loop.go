@@ -250,7 +250,7 @@ func (l *Loop) Sync(ctx context.Context) error {
 		l.kongNode = info.NodeID
 		l.log.Info("Kong found", "version", info.Version, "node_id", info.NodeID, "router_flavor", info.RouterFlavor)
 	}
-	snap, err := l.cache.Snapshot(l.opts.ControllerName, kongFromInfo(info), l.opts.ServiceUpstream)
+	snap, err := l.cache.Snapshot(l.opts.ControllerName, KongFromInfo(info), l.opts.ServiceUpstream)
 	if err != nil {
 		return err
 	}
@@ -371,7 +371,9 @@ func markNotProgrammed(st *translate.Status, err error) {
 	}
 }
 
-func kongFromInfo(info admin.Info) snapshot.Kong {
+// KongFromInfo is what the translation needs to know of the Kong that GET /
+// described.
+func KongFromInfo(info admin.Info) snapshot.Kong {
 	k := snapshot.Kong{
 		RouterFlavor:   info.RouterFlavor,
 		PortMaps:       info.PortMaps,

@@ -33,7 +33,7 @@ func TestBackoffIsCappedJitteredAndHonoursRetryAfter(t *testing.T) {
 }
 
 func TestKongFromInfo(t *testing.T) {
-	k := kongFromInfo(admin.Info{Version: "3.9.0", RouterFlavor: "expressions", PortMaps: map[int]int{80: 8000},
+	k := KongFromInfo(admin.Info{Version: "3.9.0", RouterFlavor: "expressions", PortMaps: map[int]int{80: 8000},
 		ProxyListeners:  []admin.Listen{{Port: 8000}, {Port: 8443, SSL: true, HTTP2: true}},
 		StreamListeners: []admin.Listen{{Port: 9053, UDP: true}},
 		EnabledPlugins:  map[string]bool{"cors": true}})

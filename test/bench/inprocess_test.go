@@ -22,6 +22,7 @@ import (
 	"github.com/konglet/konglet/informers"
 	"github.com/konglet/konglet/proxy/admin"
 	"github.com/konglet/konglet/sync/leader"
+	"github.com/konglet/konglet/sync/reconcile"
 	"github.com/konglet/konglet/sync/snapshot"
 	"github.com/konglet/konglet/sync/status"
 	"github.com/konglet/konglet/sync/translate"
@@ -57,8 +58,7 @@ func (b *bencher) inProcessCache(ctx context.Context, t *testing.T, cfg *rest.Co
 	return c
 }
 
-// kongOf is what konglet reads from GET / of the double (reconcile's
-// kongFromInfo).
+// kongOf is what konglet reads from GET / of the double.
 func kongOf(ctx context.Context, url string) (snapshot.Kong, error) {
 	c, err := admin.New(url, 10*time.Second, 0)
 	if err != nil {
@@ -68,15 +68,7 @@ func kongOf(ctx context.Context, url string) (snapshot.Kong, error) {
 	if err != nil {
 		return snapshot.Kong{}, err
 	}
-	k := snapshot.Kong{Version: info.Version, RouterFlavor: info.RouterFlavor, PortMaps: info.PortMaps,
-		EnabledPlugins: info.EnabledPlugins, PluginsKnown: true, NodeID: info.NodeID}
-	for _, l := range info.ProxyListeners {
-		k.ProxyListens = append(k.ProxyListens, snapshot.Listen{Port: l.Port, SSL: l.SSL, HTTP2: l.HTTP2})
-	}
-	for _, l := range info.StreamListeners {
-		k.StreamListens = append(k.StreamListens, snapshot.Listen{Port: l.Port, SSL: l.SSL})
-	}
-	return k, nil
+	return reconcile.KongFromInfo(info), nil
 }
 
 // settleStatuses brings every status to what konglet wants, with konglet's
