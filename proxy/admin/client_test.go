@@ -47,7 +47,7 @@ func TestLoadHashMatchesKong(t *testing.T) {
 	defer kong.Close()
 	c := client(t, kong)
 	doc, err := declarative.Marshal(&declarative.Config{FormatVersion: declarative.FormatVersion,
-		Upstreams: []*declarative.Upstream{{ID: declarative.ID("upstream", "u"), Name: "u.svc"}}})
+		Upstreams: []*declarative.Upstream{{Name: "u.svc"}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,9 +25,11 @@ type Config struct {
 	Certificates  []*Certificate `json:"certificates,omitempty"`
 }
 
-// Service is a Kong service: where matched requests go.
+// Service is a Kong service: where matched requests go. Services, routes
+// and upstreams carry no id: they have unique names, from which Kong derives
+// the same id on every push and replica, and ids would add about a fifth to
+// the document (Kong's admin API refuses bodies above 10 MiB by default).
 type Service struct {
-	ID             string   `json:"id"`
 	Name           string   `json:"name"`
 	Protocol       string   `json:"protocol,omitempty"` // Kong default: http
 	Host           string   `json:"host"`
@@ -42,9 +44,9 @@ type Service struct {
 }
 
 // Route is a Kong route. Either Expression (expressions router) or the
-// traditional match fields are set, never both.
+// traditional match fields are set, never both. Routes carry no tags: their
+// service names the same object, and they are the most numerous entity.
 type Route struct {
-	ID           string              `json:"id"`
 	Name         string              `json:"name"`
 	Protocols    []string            `json:"protocols"`
 	Expression   string              `json:"expression,omitempty"`
@@ -58,7 +60,6 @@ type Route struct {
 	RegexPrio    *int64              `json:"regex_priority,omitempty"`
 	StripPath    *bool               `json:"strip_path,omitempty"`
 	PreserveHost *bool               `json:"preserve_host,omitempty"`
-	Tags         []string            `json:"tags,omitempty"`
 	Plugins      []*Plugin           `json:"plugins,omitempty"`
 }
 
@@ -77,7 +78,6 @@ type Plugin struct {
 
 // Upstream is a Kong load-balancing pool.
 type Upstream struct {
-	ID      string    `json:"id"`
 	Name    string    `json:"name"`
 	Tags    []string  `json:"tags,omitempty"`
 	Targets []*Target `json:"targets,omitempty"`
@@ -107,9 +107,9 @@ type SNI struct {
 	Tags []string `json:"tags,omitempty"`
 }
 
-// ID returns the deterministic id of an entity of kind with a unique name,
-// the same across pushes and replicas (Kong keys its caches and errors by
-// ids). It is a UUIDv8 from the first 16 bytes of a SHA-256: a sync
+// ID returns the deterministic id of an entity of kind without a unique
+// name (targets, plugins, certificates), the same across pushes and
+// replicas: Kong keys its caches and errors by ids. It is a UUIDv8 from the first 16 bytes of a SHA-256: a sync
 // computes tens of thousands of ids, and sha256.Sum256 needs no allocation.
 func ID(kind, name string) string {
 	sum := sha256.Sum256([]byte(kind + "\x00" + name))
@@ -135,7 +135,7 @@ func Marshal(c *Config) ([]byte, error) {
 }
 
 // Hash is what Kong reports as configuration_hash once it has loaded
-// document with POST /config {"config": "<document>"}: md5 of the exact string.
+// document as a raw POST /config body: md5 of the exact bytes.
 func Hash(document []byte) string {
 	sum := md5.Sum(document)
 	return hex.EncodeToString(sum[:])

@@ -27,7 +27,7 @@ type refusals map[translate.ObjectRef]refusal
 func (r refusals) add(snap *snapshot.Snapshot, result translate.Result, entities []admin.EntityError) bool {
 	added := false
 	for _, e := range entities {
-		ref, ok := result.Owner(e.ID, e.Tags)
+		ref, ok := result.Owner(e.ID, e.Name, e.Tags)
 		if !ok {
 			continue
 		}

@@ -105,7 +105,7 @@ func (t *translation) upstreamFor(backends []backend) string {
 	}
 	// Kong's errors about an upstream or a target are traced back through
 	// these tags: a target to its Service, an upstream to its first one.
-	u := &declarative.Upstream{ID: declarative.ID("upstream", name), Name: name,
+	u := &declarative.Upstream{Name: name,
 		Tags: objectTags(kindService, backends[0].service.ObjectMeta)}
 	u.Targets = t.targets(name, backends)
 	t.upstreams[name] = u

@@ -73,7 +73,6 @@ func precedenceClass(host string, m gwv1.HTTPRouteMatch) uint64 {
 // kongRoute builds the Kong route for one match in one placement.
 func (t *translation) kongRoute(name string, place placement, m gwv1.HTTPRouteMatch, filters ruleFilters, stream bool) *kongRoute {
 	r := &declarative.Route{
-		ID:        declarative.ID("route", name),
 		Name:      name,
 		Protocols: place.protocols,
 	}

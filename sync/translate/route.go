@@ -273,18 +273,15 @@ func (t *translation) namespaceAllowed(l *listener, ns string) bool {
 }
 
 // objectTags point a Kong entity back at the Kubernetes object behind it.
-// The kind implies the group and version, which are left out: tags are
-// repeated on every entity and count against Kong's body limit.
+// The kind implies the group and version, and the uid adds nothing Kong's
+// errors need, so both are left out: tags are repeated on many entities and
+// count against Kong's body limit.
 func objectTags(kind string, meta metav1.ObjectMeta) []string {
-	tags := []string{
+	return []string{
 		"k8s-name:" + meta.Name,
 		"k8s-namespace:" + meta.Namespace,
 		"k8s-kind:" + kind,
 	}
-	if meta.UID != "" {
-		tags = append(tags, "k8s-uid:"+string(meta.UID))
-	}
-	return tags
 }
 
 // emit adds the Kong service and routes of every servable rule.
@@ -300,7 +297,6 @@ func (t *translation) emit(r route, rank int, rules []ruleResult, where attachme
 		// matters for a host that is not an upstream.
 		ruleBase := base + strconv.Itoa(rule.index)
 		svc := &declarative.Service{Name: ruleBase, Tags: tags, Protocol: r.serviceProtocol()}
-		svc.ID = declarative.ID("service", svc.Name)
 		svc.Host = t.upstreamFor(rule.backends)
 		rule.filters.serviceTimeouts(svc)
 		for mi, m := range rule.matches {
@@ -308,7 +304,6 @@ func (t *translation) emit(r route, rank int, rules []ruleResult, where attachme
 				name := ruleBase + "." + strconv.Itoa(mi) + "." + strconv.Itoa(pi)
 				plugins := rule.filters.plugins(name, place.host, place.ports, m, tags)
 				kr := t.kongRoute(name, place, m, rule.filters, r.stream())
-				kr.route.Tags = tags
 				kr.order = routeOrder{route: rank, rule: rule.index, match: mi}
 				kr.route.Plugins = plugins
 				if len(rule.backends) == 0 && !redirects(plugins) && !r.stream() {

@@ -34,11 +34,19 @@ type Result struct {
 }
 
 // Owner is the object behind a Kong entity: the one its tags name, or for
-// an untagged target, the one its upstream's tags name. It searches the
-// config, which is fine for the rare refusal and costs nothing otherwise.
-func (r Result) Owner(id string, tags []string) (ObjectRef, bool) {
+// an untagged route or target, the one its service's or upstream's tags
+// name. It searches the config, which is fine for the rare refusal and
+// costs nothing otherwise.
+func (r Result) Owner(id, name string, tags []string) (ObjectRef, bool) {
 	if ref, ok := RefFromTags(tags); ok {
 		return ref, true
+	}
+	for _, s := range r.Config.Services {
+		for _, route := range s.Routes {
+			if route.Name == name {
+				return RefFromTags(s.Tags)
+			}
+		}
 	}
 	for _, u := range r.Config.Upstreams {
 		for _, target := range u.Targets {
@@ -122,7 +130,7 @@ func (t *translation) config() *declarative.Config {
 		// Kong counts a config without entities as none: its /status/ready
 		// stays 503 and its hash stays zero. One idle upstream makes "no
 		// routes yet" a real, loaded configuration.
-		cfg.Upstreams = []*declarative.Upstream{{ID: declarative.ID("upstream", placeholderUpstream), Name: placeholderUpstream}}
+		cfg.Upstreams = []*declarative.Upstream{{Name: placeholderUpstream}}
 	}
 	return cfg
 }
