@@ -5,12 +5,15 @@ import (
 	"time"
 )
 
-// Trigger coalesces bursts of change notifications into one sync: a sync
+// Trigger coalesces bursts of change notifications into syncs. A change
+// that finds the trigger idle (no sync started within maxDelay) starts one
+// at once, so a lone edit reaches Kong without waiting. Otherwise a sync
 // starts once no change arrived for the quiet period, or at the latest
 // maxDelay after the first change of the burst.
 type Trigger struct {
 	quiet, maxDelay time.Duration
 	notify          chan struct{}
+	lastFired       time.Time // only Wait's goroutine touches it
 }
 
 // NewTrigger returns a trigger with the given quiet period and upper bound.
@@ -29,14 +32,18 @@ func (t *Trigger) Notify() {
 	}
 }
 
-// Wait blocks until a burst of changes is complete (or ctx ends, returning
-// its error). A change that arrives during the sync that follows is kept
-// for the next Wait.
+// Wait blocks until a sync should start (or ctx ends, returning its error).
+// A change that arrives during the sync that follows is kept for the next
+// Wait.
 func (t *Trigger) Wait(ctx context.Context) error {
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-t.notify:
+	}
+	if time.Since(t.lastFired) >= t.maxDelay {
+		t.lastFired = time.Now()
+		return nil
 	}
 	deadline := time.Now().Add(t.maxDelay)
 	timer := time.NewTimer(t.quiet)
@@ -46,10 +53,12 @@ func (t *Trigger) Wait(ctx context.Context) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-timer.C:
+			t.lastFired = time.Now()
 			return nil
 		case <-t.notify:
 			left := time.Until(deadline)
 			if left <= 0 {
+				t.lastFired = time.Now()
 				return nil
 			}
 			timer.Reset(min(t.quiet, left))
