@@ -3,11 +3,9 @@
 package declarative
 
 import (
-	"bytes"
 	"crypto/md5"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 
 	"github.com/google/uuid"
 )
@@ -85,10 +83,9 @@ type Upstream struct {
 
 // Target is one backend address of an upstream.
 type Target struct {
-	ID     string   `json:"id"`
-	Target string   `json:"target"`
-	Weight int      `json:"weight"`
-	Tags   []string `json:"tags,omitempty"`
+	ID     string `json:"id"`
+	Target string `json:"target"`
+	Weight int    `json:"weight"`
 }
 
 // Certificate is a TLS certificate with the server names it serves.
@@ -118,20 +115,6 @@ func ID(kind, name string) string {
 	u[6] = u[6]&0x0f | 0x80 // version 8
 	u[8] = u[8]&0x3f | 0x80 // RFC 9562 variant
 	return u.String()
-}
-
-// Marshal encodes the config. The output is deterministic because the
-// translation emits everything in sorted order and maps are sorted by
-// encoding/json. HTML escaping is off: it would turn every && of an
-// expression into \u0026\u0026.
-func Marshal(c *Config) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(c); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
 // Hash is what Kong reports as configuration_hash once it has loaded

@@ -1,6 +1,8 @@
 package declarative
 
 import (
+	"bytes"
+	"encoding/json"
 	"strings"
 	"testing"
 )
@@ -28,5 +30,54 @@ func TestMarshalDoesNotEscapeHTML(t *testing.T) {
 	}
 	if Hash(b) != Hash(append([]byte(nil), b...)) || len(Hash(b)) != 32 {
 		t.Fatal("Hash is not a stable md5 hex digest")
+	}
+}
+
+// TestMarshalMatchesEncodingJSON holds the hand-written encoder to
+// encoding/json (without HTML escaping) on every field, empty and nil
+// values, map ordering and the strings that need escaping.
+func TestMarshalMatchesEncodingJSON(t *testing.T) {
+	prio, regex, retries := uint64(1<<45+3), int64(-7), 0
+	yes, no := true, false
+	odd := "q\"b\\s\x00\x1f\n\r\t\b\f<>&\u2028\u2029é\xff💡"
+	configs := []*Config{
+		{FormatVersion: FormatVersion},
+		{FormatVersion: odd, Services: []*Service{}, Upstreams: []*Upstream{}},
+		{FormatVersion: FormatVersion,
+			Services: []*Service{
+				{Name: "s", Host: "h"},
+				{Name: odd, Protocol: "grpc", Host: odd, Port: 8080, Path: "/p", ConnectTimeout: 1, ReadTimeout: 2,
+					WriteTimeout: 3, Retries: &retries, Tags: []string{"a", odd}, Routes: []*Route{
+						{Name: "r"},
+						{Name: "e", Protocols: []string{"http", "https"}, Expression: odd, Priority: &prio,
+							StripPath: &no, PreserveHost: &yes},
+						{Name: "t", Protocols: []string{}, Methods: []string{"GET"}, Hosts: []string{"a", "b"},
+							Paths: []string{"~/x$"}, Headers: map[string][]string{"z": {"1"}, "a": {"2", odd}, "m": nil},
+							SNIs: []string{"x"}, Destinations: []Endpoint{{Port: 1}, {Port: 2}}, RegexPrio: &regex,
+							Plugins: []*Plugin{{ID: "p", Name: "request-transformer", Tags: []string{"t"},
+								Config: map[string]any{"b": []string{"<&>", odd}, "a": map[string]any{"n": 1.5, "z": nil, "t": true}}},
+								{ID: "q", Name: "cors"}}},
+					}},
+			},
+			Upstreams: []*Upstream{{Name: "u"}, {Name: "v", Tags: []string{"k"},
+				Targets: []*Target{{ID: "i", Target: "10.0.0.1:80", Weight: 0}, {ID: odd, Target: "[::1]:1", Weight: 65535}}}},
+			Certificates: []*Certificate{{ID: "c", Cert: "-----BEGIN\nX\n", Key: odd},
+				{ID: "d", Cert: "c", Key: "k", Tags: []string{"t"}, SNIs: []*SNI{{ID: "n", Name: "a.example"}, {ID: "o", Name: "b", Tags: []string{"u"}}}}},
+		},
+	}
+	for i, c := range configs {
+		var want bytes.Buffer
+		enc := json.NewEncoder(&want)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(c); err != nil {
+			t.Fatal(err)
+		}
+		got, err := Marshal(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if w := bytes.TrimSuffix(want.Bytes(), []byte("\n")); !bytes.Equal(got, w) {
+			t.Errorf("config %d:\n got %s\nwant %s", i, got, w)
+		}
 	}
 }

@@ -8,6 +8,8 @@
 //	go test -tags bench -run '^TestBench$' -count=1 -timeout 30m -v ./test/bench
 //
 // It writes results/RESULTS.md and results/raw.json next to this file.
+// KONGLET_BENCH=memory,coldstart10k (names of the t.Run steps) runs only
+// those, writing their results under $TMPDIR/konglet-bench-results instead.
 package bench
 
 import (
@@ -16,6 +18,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -45,9 +48,25 @@ func repoRoot() string {
 	return filepath.Join(filepath.Dir(file), "..", "..")
 }
 
+// only is the KONGLET_BENCH selection of scenarios; empty runs them all.
+var only = os.Getenv("KONGLET_BENCH")
+
 func resultsDir() string {
+	if only != "" {
+		return filepath.Join(os.TempDir(), "konglet-bench-results")
+	}
 	_, file, _, _ := runtime.Caller(0)
 	return filepath.Join(filepath.Dir(file), "results")
+}
+
+// step runs one scenario unless KONGLET_BENCH leaves it out, then saves the
+// results so far.
+func (b *bencher) step(t *testing.T, name string, scenario func(*testing.T)) {
+	if only != "" && !slices.Contains(strings.Split(only, ","), name) {
+		return
+	}
+	t.Run(name, scenario)
+	b.results.checkpoint(resultsDir())
 }
 
 func TestBench(t *testing.T) {
@@ -71,8 +90,7 @@ func TestBench(t *testing.T) {
 	b.tmp = tmp
 
 	// 1. Translation first, while no API server competes for the CPU.
-	t.Run("translation", b.translation)
-	b.results.checkpoint(resultsDir())
+	b.step(t, "translation", b.translation)
 
 	if b.konglet, err = harness.Build(tmp, false); err != nil {
 		t.Fatal(err)
@@ -91,21 +109,15 @@ func TestBench(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	t.Run("baseline", b.baseline)
-	t.Run("statuswrites", b.statusWrites)
-	b.results.checkpoint(resultsDir())
-	t.Run("coldstart1k", func(t *testing.T) { b.coldStart(t, 1_000, time.Second) })
-	b.results.checkpoint(resultsDir())
-	t.Run("propagation_and_burst", b.propagationAndBurst)
-	b.results.checkpoint(resultsDir())
-	t.Run("memory", b.memory)
-	b.results.checkpoint(resultsDir())
-	t.Run("coldstart10k", func(t *testing.T) { b.coldStart(t, 10_000, 5*time.Second) })
-	b.results.checkpoint(resultsDir())
+	b.step(t, "baseline", b.baseline)
+	b.step(t, "statuswrites", b.statusWrites)
+	b.step(t, "coldstart1k", func(t *testing.T) { b.coldStart(t, 1_000, time.Second) })
+	b.step(t, "propagation_and_burst", b.propagationAndBurst)
+	b.step(t, "memory", b.memory)
+	b.step(t, "coldstart10k", func(t *testing.T) { b.coldStart(t, 10_000, 5*time.Second) })
 	// Below 10,000: where the size limit bites, and a cold start that loads.
-	t.Run("coldstart9k", func(t *testing.T) { b.coldStart(t, 9_000, 0) })
-	b.results.checkpoint(resultsDir())
-	t.Run("coldstart8k", func(t *testing.T) { b.coldStart(t, 8_000, 0) })
+	b.step(t, "coldstart9k", func(t *testing.T) { b.coldStart(t, 9_000, 0) })
+	b.step(t, "coldstart8k", func(t *testing.T) { b.coldStart(t, 8_000, 0) })
 }
 
 // ensureApps creates applications (Service, EndpointSlice, HTTPRoute)
