@@ -64,8 +64,8 @@ type Cache struct {
 // New sets up the informers; Start runs them.
 func New(kube kubernetes.Interface, gw gwclient.Interface, scope Scope, trigger *Trigger) (*Cache, error) {
 	c := &Cache{Trigger: trigger, scope: scope}
-	transform := kubeinformers.WithTransform(dropManagedFields)
-	gwTransform := gwinformers.WithTransform(dropManagedFields)
+	transform := kubeinformers.WithTransform(trim)
+	gwTransform := gwinformers.WithTransform(trim)
 
 	core := kubeinformers.NewSharedInformerFactoryWithOptions(kube, resyncNever, transform)
 	c.services = core.Core().V1().Services().Lister()
@@ -170,14 +170,27 @@ func isGatewayAPI(obj any) bool {
 	return false
 }
 
-// dropManagedFields keeps managedFields out of the cache: konglet never reads
-// them and they are often the largest part of an object.
-func dropManagedFields(obj any) (any, error) {
+// trim keeps out of the cache what konglet never reads and what is often
+// the largest part of an object: managedFields, and the copy of the whole
+// object that kubectl apply keeps in an annotation. Informers hand the
+// transform a freshly decoded object, which it may change in place.
+func trim(obj any) (any, error) {
 	if m, err := meta.Accessor(obj); err == nil {
 		m.SetManagedFields(nil)
+		delete(m.GetAnnotations(), lastApplied)
+	}
+	if slice, ok := obj.(*discoveryv1.EndpointSlice); ok {
+		// Only a Pod's name is read (replicas behind the publish Service).
+		for i := range slice.Endpoints {
+			if ref := slice.Endpoints[i].TargetRef; ref != nil {
+				slice.Endpoints[i].TargetRef = &corev1.ObjectReference{Kind: ref.Kind, Namespace: ref.Namespace, Name: ref.Name}
+			}
+		}
 	}
 	return obj, nil
 }
+
+const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
 
 // Start runs the informers until ctx ends.
 func (c *Cache) Start(ctx context.Context) {
