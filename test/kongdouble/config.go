@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 )
 
 // POST /config as kong/api/routes/config.lua handles it in DB-less mode.
@@ -112,8 +113,8 @@ func bodyParams(w http.ResponseWriter, r *http.Request, body []byte, params map[
 
 // unserialize parses a configuration string. Kong tries JSON and then
 // YAML; the double only understands the JSON subset of YAML.
-func unserialize(s string) (map[string]any, string) {
-	dec := json.NewDecoder(strings.NewReader(s))
+func unserialize(s []byte) (map[string]any, string) {
+	dec := json.NewDecoder(bytes.NewReader(s))
 	var v any
 	err := dec.Decode(&v)
 	if err == nil && dec.More() {
@@ -140,7 +141,7 @@ func (d *Double) postConfig(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxBodySize+1))
+	body, err := readBody(r)
 	if err != nil {
 		writeJSON(w, http.StatusBadRequest, message("Bad request"))
 		return
@@ -160,79 +161,107 @@ func (d *Double) postConfig(w http.ResponseWriter, r *http.Request) {
 
 	// The three body forms: the config itself, {"config": "..."}, or a raw
 	// document. Only the last two carry a hash a client can reproduce.
-	var input map[string]any
-	var raw []byte
-	newHash := ""
 	if fv, ok := params["_format_version"]; ok && fv != false {
-		input, raw = params, body
-	} else {
-		var text string
-		switch c := params["config"].(type) {
-		case string:
-			text = c
-		case nil:
-			if _, present := params["config"]; present {
-				writeJSON(w, http.StatusInternalServerError, message("An unexpected error occurred"))
-				return
-			}
-			if len(body) == 0 {
-				writeJSON(w, http.StatusBadRequest, message("expected a declarative configuration"))
-				return
-			}
-			text = string(body)
-		default:
+		if crossCheck != nil {
+			crossCheck(d.schemas, body)
+		}
+		d.loadMu.Lock()
+		defer d.loadMu.Unlock()
+		result, errs := d.schemas.load(params, refused)
+		if errs != nil {
+			writeJSON(w, http.StatusBadRequest, declarativeErrorBody(errs, params, flatten))
+			return
+		}
+		d.accept(w, result, "", body, nil)
+		return
+	}
+	var text []byte
+	switch c := params["config"].(type) {
+	case string:
+		text = []byte(c)
+	case nil:
+		if _, present := params["config"]; present {
 			writeJSON(w, http.StatusInternalServerError, message("An unexpected error occurred"))
 			return
 		}
-		var msg string
-		if input, msg = unserialize(text); input == nil {
-			writeJSON(w, http.StatusBadRequest, declarativeErrorBody(ltable{"error": msg}, nil, false))
+		if len(body) == 0 {
+			writeJSON(w, http.StatusBadRequest, message("expected a declarative configuration"))
 			return
 		}
-		raw, newHash = []byte(text), md5Hex([]byte(text))
+		text = body
+	default:
+		writeJSON(w, http.StatusInternalServerError, message("An unexpected error occurred"))
+		return
 	}
-
-	if checkHash && newHash != "" && newHash == d.ConfigHash() {
+	// The loaded hash is that of a text that parsed: answering 304 before
+	// parsing this one changes nothing.
+	hash := md5Hex(text)
+	if checkHash && hash == d.ConfigHash() {
 		w.WriteHeader(http.StatusNotModified)
 		return
 	}
-
+	if crossCheck != nil {
+		crossCheck(d.schemas, text)
+	}
+	d.loadMu.Lock()
+	defer d.loadMu.Unlock()
+	if len(refused) == 0 {
+		if result, next, ok := d.schemas.fastLoad(d.cache, text); ok {
+			d.accept(w, result, hash, text, next)
+			return
+		}
+	}
+	input, msg := unserialize(text)
+	if input == nil {
+		writeJSON(w, http.StatusBadRequest, declarativeErrorBody(ltable{"error": msg}, nil, false))
+		return
+	}
 	result, errs := d.schemas.load(input, refused)
 	if errs != nil {
 		writeJSON(w, http.StatusBadRequest, declarativeErrorBody(errs, input, flatten))
 		return
 	}
-	hash := newHash
+	d.accept(w, result, hash, text, nil)
+}
+
+// accept installs a loaded configuration and answers 201. hash is "" for
+// a config sent as a table (form 1); next is the load cache to keep, nil
+// when the configuration did not go through it. The caller holds loadMu.
+func (d *Double) accept(w http.ResponseWriter, result *loaded, hash string, raw []byte, next *loadCache) {
+	now := time.Now()
+	result.ts, result.tsMs = float64(now.Unix()), float64(now.UnixMilli())/1000
 	switch {
 	case result.empty:
 		hash = emptyHash
 	case hash == "":
 		hash = result.configHash()
 	}
-	rt := buildRouter(result, d.opts.RouterFlavor, false)
-	srt := buildRouter(result, d.opts.RouterFlavor, true)
+	if next == nil {
+		next = &loadCache{elems: d.cache.elems}
+	}
+	result.index(d.cache.prev)
+	exprs := map[string]exprNode{}
+	rt := buildRouter(result, d.opts.RouterFlavor, false, d.cache.exprs, exprs)
+	srt := buildRouter(result, d.opts.RouterFlavor, true, d.cache.exprs, exprs)
+	next.exprs, next.prev = exprs, result
+	d.cache = next
 	d.mu.Lock()
 	d.config, d.router, d.streamRouter, d.hash, d.raw = result, rt, srt, hash, raw
 	d.loads++
 	d.mu.Unlock()
-	writeJSON(w, http.StatusCreated, responseEntities(result))
+	var buf bytes.Buffer
+	writeEntities(&buf, result)
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.WriteHeader(http.StatusCreated)
+	_, _ = w.Write(buf.Bytes())
 }
 
-// responseEntities is the flattened entity map POST /config answers with,
-// including the default workspace Kong inserts.
-func responseEntities(l *loaded) map[string]any {
-	out := map[string]any{
-		"workspaces": map[string]any{defaultWorkspaceID: map[string]any{
-			"id": defaultWorkspaceID, "name": "default", "comment": nil,
-			"config": map[string]any{}, "meta": map[string]any{},
-		}},
+// readBody reads the request body, up to maxBodySize+1 bytes.
+func readBody(r *http.Request) ([]byte, error) {
+	var buf bytes.Buffer
+	if n := r.ContentLength; n > 0 && n <= maxBodySize {
+		buf.Grow(int(n) + bytes.MinRead)
 	}
-	for entity, byID := range l.entities {
-		m := map[string]any{}
-		for id, e := range byID {
-			m[id] = e
-		}
-		out[entity] = m
-	}
-	return out
+	_, err := buf.ReadFrom(io.LimitReader(r.Body, maxBodySize+1))
+	return buf.Bytes(), err
 }

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
-	"time"
 )
 
 // This file ports the flow of kong/db/schema/others/declarative_config.lua:
@@ -98,10 +97,17 @@ func (s *schemas) variant(entity string, nested bool, pass int) *record {
 	return r
 }
 
-// loaded is a successfully loaded configuration.
+// loaded is a successfully loaded configuration. Entities are shared with
+// later loads (see loadCache), so nothing writes to them once loaded; their
+// created_at and updated_at are applied when they are shown (stamped).
 type loaded struct {
 	entities map[string]map[string]map[string]any // type -> id -> entity
 	empty    bool
+	ids      map[string][]string // type -> sorted ids
+	// encoded holds entities already encoded as JSON (encodeEntity); the
+	// others are encoded when answering.
+	encoded  map[string]map[string][][]byte
+	ts, tsMs float64 // process_auto_fields' timestamps for this load
 }
 
 type refusal struct{ entityType, name string }
@@ -134,7 +140,6 @@ func (s *schemas) load(input map[string]any, refused []refusal) (*loaded, ltable
 
 	s.generateIDs(input, "", nil)
 	processed, _ := processAuto(s.top[1], input)
-	finalize(processed, "")
 	st := &refState{byID: map[string]map[string]map[string]any{}, byKey: map[string]map[string]map[string]any{}, errs: ltable{}}
 	s.populateReferences(processed, "", 0, nil, st)
 	st.checkReferences()
@@ -262,30 +267,38 @@ func hasID(item map[string]any) bool {
 
 // generateIDs fills deterministic ids, like generate_ids. Entities without a
 // natural key get an id derived from their position (Kong would pick a random
-// one), so that pushing the same config twice yields the same ids.
-func (s *schemas) generateIDs(input map[string]any, parent string, parentItem map[string]any) {
+// one), so that pushing the same config twice yields the same ids. It tells
+// whether some id was derived from a position.
+func (s *schemas) generateIDs(input map[string]any, parent string, parentItem map[string]any) bool {
+	positional := false
 	for _, entity := range collectionsUnder(parent) {
 		items, _ := input[entity].([]any)
-		parentID, ckey := "", ""
-		if parentItem != nil {
-			parentID, _ = parentItem["id"].(string)
-			ckey = childKey(entity, parent)
-		}
 		for i, it := range items {
-			item, ok := it.(map[string]any)
-			if !ok {
-				continue
+			if item, ok := it.(map[string]any); ok {
+				positional = s.generateItemIDs(entity, item, i, parent, parentItem) || positional
 			}
-			if !hasID(item) {
-				if key, ok := uuidKey(entity, item, parentID, ckey); ok {
-					item["id"] = entityUUID(entity, key)
-				} else {
-					item["id"] = entityUUID(entity, fmt.Sprintf("%s#%s#%d", parentID, entity, i))
-				}
-			}
-			s.generateIDs(item, entity, item)
 		}
 	}
+	return positional
+}
+
+// generateItemIDs is generateIDs for the item at index i of its collection.
+func (s *schemas) generateItemIDs(entity string, item map[string]any, i int, parent string, parentItem map[string]any) bool {
+	parentID, ckey := "", ""
+	if parentItem != nil {
+		parentID, _ = parentItem["id"].(string)
+		ckey = childKey(entity, parent)
+	}
+	positional := false
+	if !hasID(item) {
+		if key, ok := uuidKey(entity, item, parentID, ckey); ok {
+			item["id"] = entityUUID(entity, key)
+		} else {
+			item["id"] = entityUUID(entity, fmt.Sprintf("%s#%s#%d", parentID, entity, i))
+			positional = true
+		}
+	}
+	return s.generateIDs(item, entity, item) || positional
 }
 
 // populateIDsForValidation prepares the pass-2 copy: ids everywhere, parent
@@ -353,29 +366,19 @@ func findEntity(byKey, byID map[string]map[string]map[string]any, entity, key st
 	return byID[entity][key]
 }
 
-// finalize sets the timestamps process_auto_fields generates (ids were
-// generated before).
-func finalize(m map[string]any, parent string) {
-	now := float64(time.Now().Unix())
-	nowMs := float64(time.Now().UnixMilli()) / 1000
-	for _, entity := range collectionsUnder(parent) {
-		items, _ := m[entity].([]any)
-		for _, it := range items {
-			item, ok := it.(map[string]any)
-			if !ok {
-				continue
-			}
-			ts := now
-			if entity == "targets" {
-				ts = nowMs
-			}
-			if item["created_at"] == nil {
-				item["created_at"] = ts
-			}
-			item["updated_at"] = ts
-			finalize(item, entity)
-		}
+// stamped is what an entity shows once process_auto_fields gave it its
+// timestamps: created_at unless set, updated_at always.
+func (l *loaded) stamped(entity string, e map[string]any) map[string]any {
+	c := deepCopy(e).(map[string]any)
+	ts := l.ts
+	if entity == "targets" {
+		ts = l.tsMs
 	}
+	if c["created_at"] == nil {
+		c["created_at"] = ts
+	}
+	c["updated_at"] = ts
+	return c
 }
 
 type expectedRef struct {
@@ -550,41 +553,20 @@ func (s *schemas) flatten(st *refState) (*loaded, ltable) {
 		uniques := map[string]bool{}
 		for _, id := range st.ids[entity] {
 			item := st.byID[entity][id]
-			sub := rec.subschemaFor(item)
-			flat := map[string]any{}
-			for _, base := range rec.fields {
-				f := rec.resolve(base.name, sub)
-				v, present := item[f.name]
-				if !present {
-					continue
-				}
-				if f.typ == tForeign {
-					switch x := v.(type) {
-					case string:
-						if found := findEntity(st.byKey, st.byID, f.ref, x); found != nil {
-							flat[f.name] = map[string]any{"id": found["id"]}
-						}
-						continue
-					case map[string]any:
-						v = map[string]any{"id": x["id"]}
+			flat := flattenItem(rec, item, st)
+			for _, uk := range uniqueKeys(rec, item, flat) {
+				if uniques[uk.key] {
+					if errs == nil {
+						errs = ltable{}
 					}
-				}
-				flat[f.name] = v
-				if f.unique && v != nil {
-					uk := f.name + "\x00" + luaString(v)
-					if uniques[uk] {
-						if errs == nil {
-							errs = ltable{}
-						}
-						// Kong rebuilds this table per entity, so only the last one stays.
-						key := id
-						if ep, ok := item[entityDefs[entity].endpointKey].(string); ok {
-							key = ep
-						}
-						errs[entity] = ltable{key: uniquenessError(entity, f.name, luaString(v))}
+					// Kong rebuilds this table per entity, so only the last one stays.
+					key := id
+					if ep, ok := item[entityDefs[entity].endpointKey].(string); ok {
+						key = ep
 					}
-					uniques[uk] = true
+					errs[entity] = ltable{key: uniquenessError(entity, uk.field, uk.value)}
 				}
+				uniques[uk.key] = true
 			}
 			if out.entities[entity] == nil {
 				out.entities[entity] = map[string]map[string]any{}
@@ -597,6 +579,63 @@ func (s *schemas) flatten(st *refState) (*loaded, ltable) {
 		return nil, errs
 	}
 	return out, nil
+}
+
+// flattenItem keeps the schema fields of a loaded item, with references
+// as { id = ... } (string references resolved through st, when given).
+func flattenItem(rec *record, item map[string]any, st *refState) map[string]any {
+	sub := rec.subschemaFor(item)
+	flat := make(map[string]any, len(rec.fields))
+	for _, base := range rec.fields {
+		f := rec.resolve(base.name, sub)
+		v, present := item[f.name]
+		if !present {
+			continue
+		}
+		if f.typ == tForeign {
+			switch x := v.(type) {
+			case string:
+				if st != nil {
+					if found := findEntity(st.byKey, st.byID, f.ref, x); found != nil {
+						flat[f.name] = map[string]any{"id": found["id"]}
+					}
+				}
+				continue
+			case map[string]any:
+				v = map[string]any{"id": x["id"]}
+			}
+		}
+		flat[f.name] = v
+	}
+	return flat
+}
+
+// hasStringRef tells whether flattenItem needs other entities for item.
+func hasStringRef(rec *record, item map[string]any) bool {
+	sub := rec.subschemaFor(item)
+	for _, base := range rec.fields {
+		if f := rec.resolve(base.name, sub); f.typ == tForeign {
+			if _, ok := item[f.name].(string); ok {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+type uniqueKey struct{ key, field, value string }
+
+// uniqueKeys lists the unique fields a flattened entity sets, in field order.
+func uniqueKeys(rec *record, item, flat map[string]any) []uniqueKey {
+	var out []uniqueKey
+	sub := rec.subschemaFor(item)
+	for _, base := range rec.fields {
+		f := rec.resolve(base.name, sub)
+		if v := flat[f.name]; f.unique && v != nil {
+			out = append(out, uniqueKey{f.name + "\x00" + luaString(v), f.name, luaString(v)})
+		}
+	}
+	return out
 }
 
 // configHash is the hash Kong computes for a config sent as a table (form 1):
@@ -620,8 +659,12 @@ func (l *loaded) configHash() string {
 	return md5Hex(b)
 }
 
-// sortedIDs returns the ids of one entity type in a stable order.
+// sortedIDs returns the ids of one entity type in a stable order; the
+// slice is shared, callers only read it.
 func (l *loaded) sortedIDs(entity string) []string {
+	if l.ids != nil {
+		return l.ids[entity]
+	}
 	ids := make([]string, 0, len(l.entities[entity]))
 	for id := range l.entities[entity] {
 		ids = append(ids, id)

@@ -1,11 +1,13 @@
 package kongdouble
 
 import (
+	"cmp"
 	"fmt"
 	"net/http"
 	"net/netip"
 	"net/url"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -328,6 +330,9 @@ func protocolClause(protocols []string) string {
 // expression (net.port amended) or the one derived from traditional fields.
 func routeExpression(route map[string]any) string {
 	if e, ok := route["expression"].(string); ok {
+		if !strings.Contains(e, "net.port") {
+			return e // what the replacement would return, without its cost
+		}
 		return reNetPort.ReplaceAllString(e, "net.dst.port$2$3")
 	}
 	return compatExpression(route)
@@ -387,14 +392,19 @@ func atoi(s string) int {
 // them: descending priority, then descending id. Like Kong's
 // runloop/handler.lua new_router, each subsystem's router only holds the
 // routes whose protocols belong to it, and a route whose service is
-// disabled (enabled=false) is left out.
-func buildRouter(l *loaded, flavor string, stream bool) *router {
+// disabled (enabled=false) is left out. Parsed expressions are taken from
+// cache when there, and recorded in next.
+func buildRouter(l *loaded, flavor string, stream bool, cache, next map[string]exprNode) *router {
 	rt := &router{fields: map[string]bool{}}
 	add := func(id string, prio uint64, route map[string]any, exp string) {
-		n, err := parseATC(exp)
-		if err != nil {
-			return // only possible with the traditional flavor's PCRE-only regexes
+		n, ok := cache[exp]
+		if !ok {
+			var err error
+			if n, err = parseATC(exp); err != nil {
+				return // only possible with the traditional flavor's PCRE-only regexes
+			}
 		}
+		next[exp] = n
 		collectFields(n, rt.fields)
 		rt.matchers = append(rt.matchers, matcher{priority: prio, id: id, route: route, expr: n})
 	}
@@ -444,12 +454,11 @@ func buildRouter(l *loaded, flavor string, stream bool) *router {
 			add(uuidV5(splitRouteNamespace, fmt.Sprintf("%s#%d", id, i+1)), compatPriority(split), route, withClause(compatExpression(split)))
 		}
 	}
-	sort.SliceStable(rt.matchers, func(i, j int) bool {
-		a, b := rt.matchers[i], rt.matchers[j]
+	slices.SortStableFunc(rt.matchers, func(a, b matcher) int {
 		if a.priority != b.priority {
-			return a.priority > b.priority
+			return cmp.Compare(b.priority, a.priority)
 		}
-		return a.id > b.id
+		return strings.Compare(b.id, a.id)
 	})
 	return rt
 }
@@ -749,7 +758,7 @@ func pluginsFor(cfg *loaded, routeID, serviceID string, runs func(pluginProtocol
 	})
 	out := make([]map[string]any, len(names))
 	for i, n := range names {
-		out[i] = deepCopy(best[n]).(map[string]any)
+		out[i] = cfg.stamped("plugins", best[n])
 	}
 	return out
 }

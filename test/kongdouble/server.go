@@ -53,6 +53,10 @@ type Double struct {
 	schemas  *schemas
 	portMaps map[int]int // listen port -> host port
 
+	// loadMu serializes loads: the cache has one writer.
+	loadMu sync.Mutex
+	cache  *loadCache
+
 	mu     sync.Mutex
 	nodeID string
 	hash   string
@@ -95,6 +99,7 @@ func New(opts Options) *Double {
 		portMaps: map[int]int{},
 		nodeID:   randomUUID(),
 		hash:     emptyHash,
+		cache:    &loadCache{},
 	}
 	for _, pm := range opts.PortMaps {
 		hostPort, listenPort, ok := strings.Cut(strings.TrimSpace(pm), ":")
