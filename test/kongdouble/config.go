@@ -1,6 +1,7 @@
 package kongdouble
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"io"
@@ -249,11 +250,11 @@ func (d *Double) accept(w http.ResponseWriter, result *loaded, hash string, raw 
 	d.config, d.router, d.streamRouter, d.hash, d.raw = result, rt, srt, hash, raw
 	d.loads++
 	d.mu.Unlock()
-	var buf bytes.Buffer
-	writeEntities(&buf, result)
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
 	w.WriteHeader(http.StatusCreated)
-	_, _ = w.Write(buf.Bytes())
+	bw := bufio.NewWriterSize(w, 64<<10)
+	writeEntities(bw, result)
+	_ = bw.Flush()
 }
 
 // readBody reads the request body, up to maxBodySize+1 bytes.

@@ -106,8 +106,11 @@ type loaded struct {
 	ids      map[string][]string // type -> sorted ids
 	// encoded holds entities already encoded as JSON (encodeEntity); the
 	// others are encoded when answering.
-	encoded  map[string]map[string][][]byte
-	ts, tsMs float64 // process_auto_fields' timestamps for this load
+	encoded map[string]map[string][][]byte
+	// cachedRoutes are the routes that come from the load cache, where
+	// buildRouter keeps their compiled form.
+	cachedRoutes map[string]*cachedEntity
+	ts, tsMs     float64 // process_auto_fields' timestamps for this load
 }
 
 type refusal struct{ entityType, name string }

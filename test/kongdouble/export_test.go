@@ -1,6 +1,7 @@
 package kongdouble
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
@@ -62,7 +63,9 @@ func checkFastLoad(s *schemas, text []byte) {
 	}
 	var wantBody, gotBody bytes.Buffer
 	_ = json.NewEncoder(&wantBody).Encode(answer)
-	writeEntities(&gotBody, l)
+	bw := bufio.NewWriter(&gotBody)
+	writeEntities(bw, l)
+	_ = bw.Flush()
 	if !bytes.Equal(wantBody.Bytes(), gotBody.Bytes()) {
 		panic(fmt.Sprintf("kongdouble: fastLoad answers\n%.3000s\nwhere encoding/json answers\n%.3000s", gotBody.Bytes(), wantBody.Bytes()))
 	}

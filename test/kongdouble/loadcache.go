@@ -1,6 +1,7 @@
 package kongdouble
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"maps"
@@ -44,6 +45,8 @@ type cachedEntity struct {
 	flat    map[string]any // flattened, nil when it needs other entities
 	enc     [][]byte       // flat as JSON, split where timestamps go
 	uniques []uniqueKey
+	// compiled is the route's part of the router, once buildRouter made it.
+	compiled *compiledRoute
 }
 
 // crossCheck, when set (by the package's tests), is given the text of
@@ -123,7 +126,8 @@ func (s *schemas) fastLoad(c *loadCache, text []byte) (l *loaded, next *loadCach
 		}
 	}
 
-	l = &loaded{entities: map[string]map[string]map[string]any{}, encoded: map[string]map[string][][]byte{}, empty: len(counts) == 0}
+	l = &loaded{entities: map[string]map[string]map[string]any{}, encoded: map[string]map[string][][]byte{},
+		cachedRoutes: make(map[string]*cachedEntity, counts["routes"]), empty: len(counts) == 0}
 	for t, n := range counts {
 		l.entities[t] = make(map[string]map[string]any, n)
 		l.encoded[t] = make(map[string][][]byte, n)
@@ -139,6 +143,9 @@ func (s *schemas) fastLoad(c *loadCache, text []byte) (l *loaded, next *loadCach
 				us = uniqueKeys(rec, ce.item, flat)
 			} else {
 				l.encoded[ce.typ][ce.id] = ce.enc
+				if ce.typ == "routes" {
+					l.cachedRoutes[ce.id] = ce
+				}
 			}
 			for _, u := range us {
 				k := ce.typ + "\x00" + u.key
@@ -395,7 +402,7 @@ func encodeEntity(flat map[string]any) [][]byte {
 
 // writeEntities writes the 201 answer of POST /config: the flattened
 // entities (stamped) with the default workspace, as writeJSON would.
-func writeEntities(buf *bytes.Buffer, l *loaded) {
+func writeEntities(buf *bufio.Writer, l *loaded) {
 	ws, _ := json.Marshal(map[string]any{defaultWorkspaceID: map[string]any{
 		"id": defaultWorkspaceID, "name": "default", "comment": nil,
 		"config": map[string]any{}, "meta": map[string]any{},
@@ -450,7 +457,7 @@ func writeEntities(buf *bytes.Buffer, l *loaded) {
 
 // writeJSONString writes s as json.Marshal would, quickly for the ids and
 // names that need no escaping.
-func writeJSONString(buf *bytes.Buffer, s string) {
+func writeJSONString(buf *bufio.Writer, s string) {
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
 			b, _ := json.Marshal(s)

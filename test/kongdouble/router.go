@@ -3,6 +3,7 @@ package kongdouble
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/netip"
 	"net/url"
@@ -396,62 +397,25 @@ func atoi(s string) int {
 // cache when there, and recorded in next.
 func buildRouter(l *loaded, flavor string, stream bool, cache, next map[string]exprNode) *router {
 	rt := &router{fields: map[string]bool{}}
-	add := func(id string, prio uint64, route map[string]any, exp string) {
-		n, ok := cache[exp]
-		if !ok {
-			var err error
-			if n, err = parseATC(exp); err != nil {
-				return // only possible with the traditional flavor's PCRE-only regexes
-			}
-		}
-		next[exp] = n
-		collectFields(n, rt.fields)
-		rt.matchers = append(rt.matchers, matcher{priority: prio, id: id, route: route, expr: n})
-	}
 	for _, id := range l.sortedIDs("routes") {
-		route := l.entities["routes"][id]
-		if isStreamRoute(route) != stream {
-			continue
-		}
-		if svc := l.entities["services"][refID(route["service"])]; svc != nil && svc["enabled"] == false {
-			continue
-		}
-		protocols := strList(route["protocols"])
-		clause := ""
-		if flavor == "expressions" {
-			clause = protocolClause(protocols)
-		}
-		withClause := func(exp string) string {
-			if clause == "" {
-				return exp
+		var cr *compiledRoute
+		if ce := l.cachedRoutes[id]; ce != nil {
+			if ce.compiled == nil {
+				ce.compiled = compileRoute(id, ce.flat, flavor, cache, next)
 			}
-			return exp + " && " + clause
+			cr = ce.compiled
+		} else {
+			cr = compileRoute(id, l.entities["routes"][id], flavor, cache, next)
 		}
-		if _, ok := route["expression"].(string); ok {
-			prio, _ := route["priority"].(float64)
-			add(id, expressionOnlyBits|uint64(prio), route, withClause(routeExpression(route)))
+		if cr.stream != stream {
 			continue
 		}
-		if stream {
-			add(id, streamPriority(route), route, withClause(compatExpression(route)))
+		if svc := l.entities["services"][cr.service]; svc != nil && svc["enabled"] == false {
 			continue
 		}
-		groups := groupPaths(strList(route["paths"]))
-		if len(groups) <= 1 {
-			add(id, compatPriority(route), route, withClause(compatExpression(route)))
-			continue
-		}
-		for i, g := range groups {
-			split := map[string]any{}
-			for k, v := range route {
-				split[k] = v
-			}
-			paths := make([]any, len(g))
-			for j, p := range g {
-				paths[j] = p
-			}
-			split["paths"] = paths
-			add(uuidV5(splitRouteNamespace, fmt.Sprintf("%s#%d", id, i+1)), compatPriority(split), route, withClause(compatExpression(split)))
+		rt.matchers = append(rt.matchers, cr.matchers...)
+		for _, f := range cr.fields {
+			rt.fields[f] = true
 		}
 	}
 	slices.SortStableFunc(rt.matchers, func(a, b matcher) int {
@@ -461,6 +425,73 @@ func buildRouter(l *loaded, flavor string, stream bool, cache, next map[string]e
 		return strings.Compare(b.id, a.id)
 	})
 	return rt
+}
+
+// compiledRoute is what a route brings to its subsystem's router, whatever
+// the other entities.
+type compiledRoute struct {
+	stream   bool
+	service  string // its service's id
+	matchers []matcher
+	fields   []string
+}
+
+// compileRoute parses a route's expressions, taken from cache when there
+// and recorded in next.
+func compileRoute(id string, route map[string]any, flavor string, cache, next map[string]exprNode) *compiledRoute {
+	cr := &compiledRoute{stream: isStreamRoute(route), service: refID(route["service"])}
+	fields := map[string]bool{}
+	add := func(id string, prio uint64, exp string) {
+		n, ok := cache[exp]
+		if !ok {
+			var err error
+			if n, err = parseATC(exp); err != nil {
+				return // only possible with the traditional flavor's PCRE-only regexes
+			}
+		}
+		next[exp] = n
+		collectFields(n, fields)
+		cr.matchers = append(cr.matchers, matcher{priority: prio, id: id, route: route, expr: n})
+	}
+	defer func() { cr.fields = slices.Sorted(maps.Keys(fields)) }()
+	protocols := strList(route["protocols"])
+	clause := ""
+	if flavor == "expressions" {
+		clause = protocolClause(protocols)
+	}
+	withClause := func(exp string) string {
+		if clause == "" {
+			return exp
+		}
+		return exp + " && " + clause
+	}
+	if _, ok := route["expression"].(string); ok {
+		prio, _ := route["priority"].(float64)
+		add(id, expressionOnlyBits|uint64(prio), withClause(routeExpression(route)))
+		return cr
+	}
+	if cr.stream {
+		add(id, streamPriority(route), withClause(compatExpression(route)))
+		return cr
+	}
+	groups := groupPaths(strList(route["paths"]))
+	if len(groups) <= 1 {
+		add(id, compatPriority(route), withClause(compatExpression(route)))
+		return cr
+	}
+	for i, g := range groups {
+		split := map[string]any{}
+		for k, v := range route {
+			split[k] = v
+		}
+		paths := make([]any, len(g))
+		for j, p := range g {
+			paths[j] = p
+		}
+		split["paths"] = paths
+		add(uuidV5(splitRouteNamespace, fmt.Sprintf("%s#%d", id, i+1)), compatPriority(split), withClause(compatExpression(split)))
+	}
+	return cr
 }
 
 func collectFields(n exprNode, into map[string]bool) {
