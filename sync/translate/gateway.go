@@ -54,9 +54,13 @@ type listener struct {
 	conflicted   metav1.Condition
 	// listen is the Kong listen the listener reaches, and dstPort what
 	// Kong's net.dst.port says for connections through it.
-	listen   snapshot.Listen
-	dstPort  int
-	attached map[ObjectRef]bool
+	listen  snapshot.Listen
+	dstPort int
+	// attached counts the routes attached; lastAttached is the latest, so
+	// that a route naming the listener through two parentRefs counts once
+	// (a route's parentRefs are attached one after the other).
+	attached     int
+	lastAttached *metav1.ObjectMeta
 }
 
 // attachable tells whether routes attach to the listener (and count in its
@@ -137,7 +141,6 @@ func (t *translation) checkListener(g *gateway, set *listenerSet, spec gwv1.List
 		accepted:     condition(string(gwv1.ListenerConditionAccepted), true, string(gwv1.ListenerReasonAccepted), "", gen),
 		resolvedRefs: condition(string(gwv1.ListenerConditionResolvedRefs), true, string(gwv1.ListenerReasonResolvedRefs), "", gen),
 		conflicted:   condition(string(gwv1.ListenerConditionConflicted), false, string(gwv1.ListenerReasonNoConflicts), "", gen),
-		attached:     map[ObjectRef]bool{},
 	}
 	reject := func(reason gwv1.ListenerConditionReason, format string, args ...any) *listener {
 		l.accepted = condition(string(gwv1.ListenerConditionAccepted), false, string(reason), fmt.Sprintf(format, args...), gen)
@@ -419,7 +422,7 @@ func (l *listener) status() gwv1.ListenerStatus {
 	return gwv1.ListenerStatus{
 		Name:           l.spec.Name,
 		SupportedKinds: l.kinds,
-		AttachedRoutes: int32(len(l.attached)),
+		AttachedRoutes: int32(l.attached),
 		Conditions:     []metav1.Condition{l.accepted, l.conflicted, l.resolvedRefs, programmed},
 	}
 }

@@ -210,7 +210,7 @@ func (t *translation) attach(r route, listeners []*listener, ref gwv1.ParentRefe
 			reason, message = string(gwv1.RouteReasonNoMatchingListenerHostname), fmt.Sprintf("no hostname of the route matches listener %q", l.spec.Name)
 			continue
 		}
-		if (r.kind == kindTCPRoute || r.kind == kindUDPRoute) && len(l.attached) > 0 {
+		if (r.kind == kindTCPRoute || r.kind == kindUDPRoute) && l.attached > 0 && l.lastAttached != r.meta {
 			// One TCP or UDP listener forwards to one route: the oldest.
 			reason, message = string(gwv1.RouteReasonNotAllowedByListeners),
 				fmt.Sprintf("listener %q already forwards to an older %s; Kong cannot tell their connections apart", l.spec.Name, r.kind)
@@ -222,7 +222,10 @@ func (t *translation) attach(r route, listeners []*listener, ref gwv1.ParentRefe
 			continue
 		}
 		attached = true
-		l.attached[r.key()] = true
+		if l.lastAttached != r.meta {
+			l.attached++
+			l.lastAttached = r.meta
+		}
 		if !l.usable() {
 			continue // attached, but Kong cannot serve the listener
 		}

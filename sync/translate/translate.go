@@ -82,7 +82,7 @@ func Translate(s *snapshot.Snapshot, refused Refusals) Result {
 			GatewayClasses: map[string]gwv1.GatewayClassStatus{},
 			Gateways:       map[types.NamespacedName]gwv1.GatewayStatus{},
 			ListenerSets:   map[types.NamespacedName]gwv1.ListenerSetStatus{},
-			Routes:         map[ObjectRef][]gwv1.RouteParentStatus{},
+			Routes:         make(map[ObjectRef][]gwv1.RouteParentStatus, len(s.HTTPRoutes)+len(s.GRPCRoutes)+len(s.TLSRoutes)+len(s.TCPRoutes)+len(s.UDPRoutes)),
 		},
 		upstreams:     map[string]*declarative.Upstream{},
 		listenerHosts: map[gwv1.PortNumber][]string{},
