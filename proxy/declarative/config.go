@@ -105,11 +105,18 @@ type SNI struct {
 }
 
 // ID returns the deterministic id of an entity of kind without a unique
-// name (targets, plugins, certificates), the same across pushes and
-// replicas: Kong keys its caches and errors by ids. It is a UUIDv8 from the first 16 bytes of a SHA-256: a sync
-// computes tens of thousands of ids, and sha256.Sum256 needs no allocation.
-func ID(kind, name string) string {
-	sum := sha256.Sum256([]byte(kind + "\x00" + name))
+// name (targets, plugins, certificates), named within its parent: the same
+// across pushes and replicas, as Kong keys its caches and errors by ids. It
+// is a UUIDv8 from the first 16 bytes of a SHA-256; a sync computes tens of
+// thousands of them, so the input is assembled on the stack.
+func ID(kind, parent, name string) string {
+	var buf [256]byte
+	in := append(buf[:0], kind...)
+	in = append(in, 0)
+	in = append(in, parent...)
+	in = append(in, 0)
+	in = append(in, name...)
+	sum := sha256.Sum256(in)
 	var u uuid.UUID
 	copy(u[:], sum[:16])
 	u[6] = u[6]&0x0f | 0x80 // version 8

@@ -8,13 +8,18 @@ import (
 )
 
 func TestIDIsDeterministicAndDistinct(t *testing.T) {
-	if ID("route", "a") != ID("route", "a") {
+	if ID("target", "u", "a") != ID("target", "u", "a") {
 		t.Fatal("ID is not deterministic")
 	}
-	if ID("route", "a") == ID("service", "a") || ID("route", "ab") == ID("route", "a\x00b") {
+	if ID("target", "u", "a") == ID("plugin", "u", "a") || ID("target", "u", "ab") == ID("target", "ua", "b") ||
+		ID("target", "u", "a") == ID("target", "", "ua") {
 		t.Fatal("distinct inputs share an id")
 	}
-	if id := ID("route", "a"); len(id) != 36 || id[14] != '8' {
+	long := strings.Repeat("x", 300) // beyond the stack buffer
+	if ID("target", long, "a") == ID("target", long, "b") {
+		t.Fatal("long names share an id")
+	}
+	if id := ID("target", "u", "a"); len(id) != 36 || id[14] != '8' {
 		t.Fatalf("%s is not a version 8 UUID", id)
 	}
 }

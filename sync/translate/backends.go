@@ -149,12 +149,19 @@ func (t *translation) targets(upstream string, backends []backend) []*declarativ
 		most = max(most, w)
 		shares = append(shares, share{addrs, w})
 	}
+	// Targets carry no tags (they are the most numerous entity): Kong's
+	// errors about one are traced through their upstream (Result.Owner).
+	if len(shares) == 1 {
+		// The common case: one backend, sorted distinct addresses.
+		out := make([]*declarative.Target, len(shares[0].addrs))
+		for i, a := range shares[0].addrs {
+			out[i] = &declarative.Target{ID: declarative.ID("target", upstream, a), Target: a, Weight: 100}
+		}
+		return out
+	}
 	weights := map[string]int{}
 	for _, s := range shares {
-		w := 100
-		if len(shares) > 1 {
-			w = max(1, int(math.Round(s.weight/most*maxTargetWeight)))
-		}
+		w := max(1, int(math.Round(s.weight/most*maxTargetWeight)))
 		for _, a := range s.addrs {
 			// One Pod behind two Services is one target: Kong refuses duplicates.
 			weights[a] = min(weights[a]+w, math.MaxUint16)
@@ -162,9 +169,7 @@ func (t *translation) targets(upstream string, backends []backend) []*declarativ
 	}
 	out := make([]*declarative.Target, 0, len(weights))
 	for a, w := range weights {
-		// Targets carry no tags (they are the most numerous entity): Kong's
-		// errors about one are traced through their upstream (Result.Owner).
-		out = append(out, &declarative.Target{ID: declarative.ID("target", upstream+"/"+a), Target: a, Weight: w})
+		out = append(out, &declarative.Target{ID: declarative.ID("target", upstream, a), Target: a, Weight: w})
 	}
 	slices.SortFunc(out, func(a, b *declarative.Target) int { return cmp.Compare(a.Target, b.Target) })
 	return out
@@ -191,12 +196,25 @@ func (t *translation) backendAddresses(b backend) []string {
 				continue
 			}
 			for _, addr := range ep.Addresses {
-				out = append(out, net.JoinHostPort(addr, strconv.Itoa(int(port))))
+				out = append(out, hostPort(addr, port))
 			}
 		}
 	}
 	slices.Sort(out)
 	return slices.Compact(out)
+}
+
+// hostPort is net.JoinHostPort for an endpoint address, in one allocation.
+func hostPort(addr string, port int32) string {
+	var buf [64]byte
+	b := buf[:0]
+	if strings.Contains(addr, ":") {
+		b = append(append(append(b, '['), addr...), ']')
+	} else {
+		b = append(b, addr...)
+	}
+	b = append(b, ':')
+	return string(strconv.AppendInt(b, int64(port), 10))
 }
 
 func (t *translation) serviceMode(svc *corev1.Service) bool {

@@ -165,7 +165,7 @@ func checkHeaderValues(m *gwv1.HTTPHeaderFilter) string {
 func (f ruleFilters) plugins(routeName, host string, ports []int, m gwv1.HTTPRouteMatch, tags []string) []*declarative.Plugin {
 	var out []*declarative.Plugin
 	add := func(name string, config map[string]any) {
-		out = append(out, &declarative.Plugin{ID: declarative.ID("plugin", routeName+"/"+name), Name: name, Config: config, Tags: tags})
+		out = append(out, &declarative.Plugin{ID: declarative.ID("plugin", routeName, name), Name: name, Config: config, Tags: tags})
 	}
 	var request map[string]any
 	for _, flt := range f.filters {

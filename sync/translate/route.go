@@ -323,7 +323,7 @@ func (t *translation) emit(r route, rank int, rules []ruleResult, where attachme
 // Gateway API requires.
 func (t *translation) noBackendPlugin(routeName string, tags []string) *declarative.Plugin {
 	return &declarative.Plugin{
-		ID:   declarative.ID("plugin", routeName+"/request-termination"),
+		ID:   declarative.ID("plugin", routeName, "request-termination"),
 		Name: "request-termination",
 		Config: map[string]any{
 			"status_code": 500,

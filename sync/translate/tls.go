@@ -86,14 +86,14 @@ func (t *translation) certificates() []*declarative.Certificate {
 			if c == nil {
 				id := "secret/" + key.String()
 				c = &declarative.Certificate{
-					ID:   declarative.ID("certificate", id),
+					ID:   declarative.ID("certificate", "", id),
 					Cert: string(secret.Data[corev1.TLSCertKey]),
 					Key:  string(secret.Data[corev1.TLSPrivateKeyKey]),
 					Tags: objectTags("Secret", secret.ObjectMeta),
 				}
 				bySecret[key] = c
 			}
-			c.SNIs = append(c.SNIs, &declarative.SNI{ID: declarative.ID("sni", sni), Name: sni, Tags: c.Tags})
+			c.SNIs = append(c.SNIs, &declarative.SNI{ID: declarative.ID("sni", "", sni), Name: sni, Tags: c.Tags})
 		}
 	}
 	out := make([]*declarative.Certificate, 0, len(bySecret))
