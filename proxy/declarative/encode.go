@@ -281,6 +281,14 @@ func (e *encoder) certificate(c *Certificate) {
 
 const hexDigits = "0123456789abcdef"
 
+// plain marks the ASCII bytes a JSON string holds as they are.
+var plain = func() (t [utf8.RuneSelf]bool) {
+	for b := 0x20; b < utf8.RuneSelf; b++ {
+		t[b] = b != '"' && b != '\\'
+	}
+	return t
+}()
+
 // str writes a JSON string the way encoding/json does without HTML
 // escaping: control characters, quotes and backslashes escaped, invalid
 // UTF-8 as U+FFFD, and U+2028/U+2029 escaped for JavaScript's sake.
@@ -290,7 +298,7 @@ func (e *encoder) str(s string) {
 	for i := 0; i < len(s); {
 		b := s[i]
 		if b < utf8.RuneSelf {
-			if b >= 0x20 && b != '"' && b != '\\' {
+			if plain[b] {
 				i++
 				continue
 			}

@@ -84,6 +84,7 @@ type Loop struct {
 	// one replaces it), so that writing them never delays Kong's loads.
 	statuses chan statusJob
 	refusals refusals
+	memo     translate.Memo // the previous translation's work, for the next
 	failures int
 	kongNode string // the node id of the Kong last seen
 }
@@ -261,7 +262,7 @@ func (l *Loop) Sync(ctx context.Context) error {
 	var hash string
 	var loadErr error
 	for round := 0; ; round++ {
-		result = translate.Translate(snap, l.refusals.forTranslation())
+		result = l.memo.Translate(snap, l.refusals.forTranslation())
 		hash, loadErr = l.load(ctx, result.Config)
 		le, refused := admin.IsRefusal(loadErr)
 		if !refused || round == maxRefusalRounds {

@@ -48,7 +48,9 @@ func (t *translation) resolveBackend(fromNamespace string, fromKind gwv1.Kind, r
 		return backend{}, &refProblem{gwv1.RouteReasonRefNotPermitted,
 			fmt.Sprintf("backendRef to Service %s/%s is not permitted: no ReferenceGrant in namespace %s allows it", ns, ref.Name, ns)}
 	}
-	svc := t.snap.Services[types.NamespacedName{Namespace: ns, Name: string(ref.Name)}]
+	key := types.NamespacedName{Namespace: ns, Name: string(ref.Name)}
+	svc := t.snap.Services[key]
+	t.recordBackend(key, svc)
 	if svc == nil {
 		return backend{}, &refProblem{gwv1.RouteReasonBackendNotFound, fmt.Sprintf("Service %s/%s not found", ns, ref.Name)}
 	}

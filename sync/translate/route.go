@@ -56,6 +56,14 @@ func (t *translation) routes() {
 }
 
 func (t *translation) route(r route, rank int) {
+	if t.nextMemo != nil && memoizable(r) {
+		if m := t.remembered(r); m != nil {
+			t.replay(r, m, rank)
+			return
+		}
+		t.startRecording()
+		defer t.finishRecording(r)
+	}
 	gen := r.meta.Generation
 	type verdict struct {
 		ref             gwv1.ParentReference
@@ -225,6 +233,7 @@ func (t *translation) attach(r route, listeners []*listener, ref gwv1.ParentRefe
 		if l.lastAttached != r.meta {
 			l.attached++
 			l.lastAttached = r.meta
+			t.recordAttach(l)
 		}
 		if !l.usable() {
 			continue // attached, but Kong cannot serve the listener

@@ -75,7 +75,11 @@ const placeholderUpstream = "placeholder.konglet.invalid"
 // Translate computes the Kong config and statuses for a snapshot. Objects
 // listed in refused are left out of the config and reported as refused.
 func Translate(s *snapshot.Snapshot, refused Refusals) Result {
-	t := &translation{
+	return newTranslation(s, refused).run()
+}
+
+func newTranslation(s *snapshot.Snapshot, refused Refusals) *translation {
+	return &translation{
 		snap:    s,
 		refused: refused,
 		status: Status{
@@ -88,6 +92,9 @@ func Translate(s *snapshot.Snapshot, refused Refusals) Result {
 		listenerHosts: map[gwv1.PortNumber][]string{},
 		listenerPorts: map[string]map[gwv1.PortNumber]bool{},
 	}
+}
+
+func (t *translation) run() Result {
 	t.gatewayClasses()
 	t.gateways()
 	t.routes()
@@ -109,6 +116,11 @@ type translation struct {
 	// listenerPorts are the ports of the usable listeners of each Kong
 	// protocol (http, https, tcp...).
 	listenerPorts map[string]map[gwv1.PortNumber]bool
+	// With a Memo: the previous translation's routes, this one's, the
+	// route being recorded, and every listener in a fixed order.
+	memo, nextMemo map[*metav1.ObjectMeta]*routeMemo
+	recording      *recorder
+	listeners      []*listener
 }
 
 func (t *translation) config() *declarative.Config {

@@ -1,0 +1,158 @@
+package translate_test
+
+import (
+	"bytes"
+	"fmt"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/konglet/konglet/proxy/declarative"
+	"github.com/konglet/konglet/sync/snapshot"
+	"github.com/konglet/konglet/sync/translate"
+)
+
+// sameResult fails unless a translation with the Memo equals a fresh one.
+func sameResult(t *testing.T, step string, memo *translate.Memo, snap *snapshot.Snapshot, refused translate.Refusals) translate.Result {
+	t.Helper()
+	got := memo.Translate(snap, refused)
+	want := translate.Translate(snap, refused)
+	a, err := declarative.Marshal(got.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := declarative.Marshal(want.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(a, b) {
+		t.Fatalf("%s: the config differs with the Memo\n got %s\nwant %s", step, a, b)
+	}
+	if !reflect.DeepEqual(got.Status, want.Status) {
+		t.Fatalf("%s: the statuses differ with the Memo\n got %+v\nwant %+v", step, got.Status, want.Status)
+	}
+	return got
+}
+
+// TestMemoMatchesAFreshTranslation changes, one after the other, each kind
+// of input a route's translation reads, and compares a translation that
+// reuses the previous one's work with a fresh one.
+func TestMemoMatchesAFreshTranslation(t *testing.T) {
+	snap := benchSnapshot(30)
+	key := func(i int) types.NamespacedName {
+		return types.NamespacedName{Namespace: fmt.Sprintf("ns-%d", i%100), Name: fmt.Sprintf("svc-%d", i)}
+	}
+	var memo translate.Memo
+	var refused translate.Refusals
+	prev := sameResult(t, "first", &memo, snap, nil)
+	changes := []struct {
+		name   string
+		change func()
+		reuses bool // most routes' entities are taken over
+	}{
+		{"nothing", func() {}, true},
+		{"an endpoint is no longer ready", func() {
+			slice := snap.EndpointSlices[key(1)][0].DeepCopy()
+			slice.Endpoints[0].Conditions.Ready = new(bool)
+			snap.EndpointSlices[key(1)] = []*discoveryv1.EndpointSlice{slice}
+		}, true},
+		{"a second slice appears", func() {
+			slice := snap.EndpointSlices[key(2)][0].DeepCopy()
+			slice.Name += "-2"
+			slice.Endpoints[0].Addresses = []string{"192.0.2.1"}
+			snap.EndpointSlices[key(2)] = append(snap.EndpointSlices[key(2)], slice)
+		}, true},
+		{"a Service switches to Service upstream mode", func() {
+			svc := snap.Services[key(3)].DeepCopy()
+			svc.Annotations = map[string]string{snapshot.UpstreamModeAnnotation: snapshot.UpstreamModeService}
+			snap.Services[key(3)] = svc
+		}, true},
+		{"a Service loses its port", func() {
+			svc := snap.Services[key(4)].DeepCopy()
+			svc.Spec.Ports[0].Port = 81
+			snap.Services[key(4)] = svc
+		}, true},
+		{"a Service is deleted", func() { delete(snap.Services, key(5)) }, true},
+		{"a route splits its traffic", func() {
+			r := snap.HTTPRoutes[6].DeepCopy()
+			second := r.Spec.Rules[0].BackendRefs[0]
+			second.Weight = ptr(int32(3))
+			r.Spec.Rules[0].BackendRefs = append(r.Spec.Rules[0].BackendRefs, second)
+			snap.HTTPRoutes[6] = r
+		}, true},
+		{"an older route appears (every rank moves)", func() {
+			r := snap.HTTPRoutes[7].DeepCopy()
+			r.Name, r.CreationTimestamp = "ancient", metav1.NewTime(time.Unix(1, 0))
+			r.Spec.Hostnames = []gwv1.Hostname{"app-7.example.com"} // competes with route-7
+			snap.HTTPRoutes = append(snap.HTTPRoutes, r)
+		}, true},
+		{"a route is deleted", func() { snap.HTTPRoutes = snap.HTTPRoutes[1:] }, true},
+		{"a route ranked just before an identical one appears", func() {
+			r := snap.HTTPRoutes[10].DeepCopy()
+			r.Name = "a-" + r.Name // same namespace, sorts first
+			snap.HTTPRoutes = append(snap.HTTPRoutes, r)
+		}, true},
+		{"a route leaves the Gateway", func() {
+			r := snap.HTTPRoutes[8].DeepCopy()
+			r.Spec.ParentRefs[0].Name = "other"
+			snap.HTTPRoutes[8] = r
+		}, true},
+		{"Kong refuses a route", func() {
+			refused = translate.Refusals{{Group: gwv1.GroupName, Kind: "HTTPRoute", Namespace: "ns-9", Name: "route-9"}: "no"}
+		}, false},
+		{"Kong refuses a Service", func() { refused = translate.Refusals{{Kind: "Service", Namespace: "ns-10", Name: "svc-10"}: "no"} }, false},
+		{"the refusals are gone", func() { refused = nil }, false},
+		{"every Service goes to Service upstream mode", func() { snap.ServiceUpstream = true }, false},
+		{"the Gateway's listener changes its hostname", func() {
+			g := snap.Gateways[0].DeepCopy()
+			g.Spec.Listeners[0].Hostname = ptr(gwv1.Hostname("*.example.com"))
+			snap.Gateways[0] = g
+		}, false},
+		{"Kong changes its router", func() { snap.Kong = snapshot.DefaultKong(snapshot.RouterTraditionalCompat) }, false},
+		{"nothing again", func() {}, true},
+	}
+	for _, c := range changes {
+		c.change()
+		got := sameResult(t, c.name, &memo, snap, refused)
+		reused := 0
+		for _, s := range got.Config.Services {
+			for _, p := range prev.Config.Services {
+				if s == p {
+					reused++
+				}
+			}
+		}
+		if c.reuses && reused < len(got.Config.Services)-5 {
+			t.Errorf("%s: only %d of %d services taken over", c.name, reused, len(got.Config.Services))
+		}
+		prev = got
+	}
+}
+
+// TestMemoAcrossGoldenInputs runs every golden input through one Memo, in
+// both orders, against fresh translations: nothing of one input may leak
+// into the next.
+func TestMemoAcrossGoldenInputs(t *testing.T) {
+	inputs, err := filepath.Glob("testdata/golden/*.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var snaps []*snapshot.Snapshot
+	for _, in := range inputs {
+		if !strings.HasSuffix(in, ".golden.yaml") {
+			snaps = append(snaps, loadSnapshot(t, snapshot.RouterExpressions, in))
+		}
+	}
+	var memo translate.Memo
+	for i, s := range append(snaps, snaps...) {
+		sameResult(t, fmt.Sprintf("input %d", i%len(snaps)), &memo, s, nil)
+		sameResult(t, fmt.Sprintf("input %d again", i%len(snaps)), &memo, s, nil)
+	}
+}
