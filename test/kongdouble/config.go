@@ -237,14 +237,14 @@ func (d *Double) accept(w http.ResponseWriter, result *loaded, hash string, raw 
 	case hash == "":
 		hash = result.configHash()
 	}
-	if next == nil {
-		next = &loadCache{elems: d.cache.elems}
+	var rt, srt *router
+	if next != nil {
+		rt, srt = next.http, next.stream
+	} else {
+		result.ids = result.sortedIDsOfAll()
+		rt, srt = buildRouter(result, d.opts.RouterFlavor, false), buildRouter(result, d.opts.RouterFlavor, true)
+		next = &loadCache{gen: d.cache.gen} // the next fastLoad starts from nothing
 	}
-	result.index(d.cache.prev)
-	exprs := map[string]exprNode{}
-	rt := buildRouter(result, d.opts.RouterFlavor, false, d.cache.exprs, exprs)
-	srt := buildRouter(result, d.opts.RouterFlavor, true, d.cache.exprs, exprs)
-	next.exprs, next.prev = exprs, result
 	d.cache = next
 	d.mu.Lock()
 	d.config, d.router, d.streamRouter, d.hash, d.raw = result, rt, srt, hash, raw

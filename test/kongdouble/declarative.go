@@ -18,6 +18,7 @@ type variantKey struct {
 
 // schemas holds the entity schemas for one router flavor and plugin set.
 type schemas struct {
+	flavor   string
 	base     map[string]*record
 	variants map[variantKey]*record
 	top      map[int]*record
@@ -25,6 +26,7 @@ type schemas struct {
 
 func newSchemas(flavor string, enabledPlugins []string) *schemas {
 	s := &schemas{
+		flavor: flavor,
 		base: map[string]*record{
 			"consumers":       consumersRecord(),
 			"certificates":    certificatesRecord(),
@@ -104,13 +106,12 @@ type loaded struct {
 	entities map[string]map[string]map[string]any // type -> id -> entity
 	empty    bool
 	ids      map[string][]string // type -> sorted ids
-	// encoded holds entities already encoded as JSON (encodeEntity); the
-	// others are encoded when answering.
-	encoded map[string]map[string][][]byte
-	// cachedRoutes are the routes that come from the load cache, where
-	// buildRouter keeps their compiled form.
-	cachedRoutes map[string]*cachedEntity
-	ts, tsMs     float64 // process_auto_fields' timestamps for this load
+	ts, tsMs float64             // process_auto_fields' timestamps for this load
+
+	// For a load made by fastLoad (nil for the others): its entities (with
+	// their JSON) by type and id, by type and unique key, and its targets
+	// by upstream id and id.
+	cached, byKey, targetsOf map[string]map[string]*cachedEntity
 }
 
 type refusal struct{ entityType, name string }
@@ -362,6 +363,13 @@ func register(m map[string]map[string]map[string]any, entity, key string, item m
 	m[entity][key] = item
 }
 
+// finder looks an entity up by unique key, else by id, as findEntity does.
+type finder func(entity, key string) map[string]any
+
+func (st *refState) find(entity, key string) map[string]any {
+	return findEntity(st.byKey, st.byID, entity, key)
+}
+
 func findEntity(byKey, byID map[string]map[string]map[string]any, entity, key string) map[string]any {
 	if e := byKey[entity][key]; e != nil {
 		return e
@@ -483,7 +491,7 @@ func (s *schemas) populateReferences(m map[string]any, parent string, parentIdx 
 				item[childKey(entity, parent)] = map[string]any{"id": parentItem["id"]}
 			}
 			if entity == "plugins" && !failed {
-				ck := pluginIdentity(item, st)
+				ck := pluginIdentity(item, st.find)
 				if st.cacheKeys[ck] {
 					st.addRefError(parent, parentIdx, entity, i+1, uniquenessError(entity, "cache key", ck))
 				}
@@ -495,7 +503,7 @@ func (s *schemas) populateReferences(m map[string]any, parent string, parentIdx 
 
 // pluginIdentity is the plugins cache key (name, route, service, consumer)
 // with references resolved to ids.
-func pluginIdentity(item map[string]any, st *refState) string {
+func pluginIdentity(item map[string]any, find finder) string {
 	ck := "plugins:" + luaString(item["name"])
 	for _, fk := range entityDefs["plugins"].foreign {
 		id := ""
@@ -503,7 +511,7 @@ func pluginIdentity(item map[string]any, st *refState) string {
 		case map[string]any:
 			id, _ = v["id"].(string)
 		case string:
-			if e := findEntity(st.byKey, st.byID, fk.ref, v); e != nil {
+			if e := find(fk.ref, v); e != nil {
 				id, _ = e["id"].(string)
 			} else {
 				id = v
@@ -556,7 +564,7 @@ func (s *schemas) flatten(st *refState) (*loaded, ltable) {
 		uniques := map[string]bool{}
 		for _, id := range st.ids[entity] {
 			item := st.byID[entity][id]
-			flat := flattenItem(rec, item, st)
+			flat := flattenItem(rec, item, st.find)
 			for _, uk := range uniqueKeys(rec, item, flat) {
 				if uniques[uk.key] {
 					if errs == nil {
@@ -585,8 +593,8 @@ func (s *schemas) flatten(st *refState) (*loaded, ltable) {
 }
 
 // flattenItem keeps the schema fields of a loaded item, with references
-// as { id = ... } (string references resolved through st, when given).
-func flattenItem(rec *record, item map[string]any, st *refState) map[string]any {
+// as { id = ... } (string references resolved through find).
+func flattenItem(rec *record, item map[string]any, find finder) map[string]any {
 	sub := rec.subschemaFor(item)
 	flat := make(map[string]any, len(rec.fields))
 	for _, base := range rec.fields {
@@ -598,10 +606,8 @@ func flattenItem(rec *record, item map[string]any, st *refState) map[string]any 
 		if f.typ == tForeign {
 			switch x := v.(type) {
 			case string:
-				if st != nil {
-					if found := findEntity(st.byKey, st.byID, f.ref, x); found != nil {
-						flat[f.name] = map[string]any{"id": found["id"]}
-					}
+				if found := find(f.ref, x); found != nil {
+					flat[f.name] = map[string]any{"id": found["id"]}
 				}
 				continue
 			case map[string]any:
@@ -613,17 +619,22 @@ func flattenItem(rec *record, item map[string]any, st *refState) map[string]any 
 	return flat
 }
 
-// hasStringRef tells whether flattenItem needs other entities for item.
-func hasStringRef(rec *record, item map[string]any) bool {
+// strRef is a reference by name or id: type and the string.
+type strRef struct{ typ, key string }
+
+// stringRefs lists the references flattenItem resolves through other
+// entities for item.
+func stringRefs(rec *record, item map[string]any) []strRef {
+	var out []strRef
 	sub := rec.subschemaFor(item)
 	for _, base := range rec.fields {
 		if f := rec.resolve(base.name, sub); f.typ == tForeign {
-			if _, ok := item[f.name].(string); ok {
-				return true
+			if v, ok := item[f.name].(string); ok {
+				out = append(out, strRef{f.ref, v})
 			}
 		}
 	}
-	return false
+	return out
 }
 
 type uniqueKey struct{ key, field, value string }
@@ -674,4 +685,13 @@ func (l *loaded) sortedIDs(entity string) []string {
 	}
 	sort.Strings(ids)
 	return ids
+}
+
+// sortedIDsOfAll sorts the ids of every entity type.
+func (l *loaded) sortedIDsOfAll() map[string][]string {
+	out := map[string][]string{}
+	for t := range l.entities {
+		out[t] = l.sortedIDs(t)
+	}
+	return out
 }

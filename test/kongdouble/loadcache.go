@@ -7,46 +7,57 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 )
 
 // POST /config is the hot spot of the project's benchmarks: konglet sends
 // its whole configuration every time, and consecutive documents mostly
-// differ by one route. loadCache memoizes, per top-level element of the
-// document (a service with its routes, an upstream with its targets, ...)
-// and keyed by the element's exact text, everything that depends on that
-// text alone: decoding, schema validation, ids, defaults, the flattened
-// entities and their JSON. What depends on other entities (uniqueness,
-// references, plugin identity) is checked again on every load.
+// differ by one route. fastLoad works from the difference between the
+// document and the last one it accepted, element by element (a top-level
+// element is a service with its routes, an upstream with its targets, ...):
+// an element is known by its exact text, and what depends on that text
+// alone (decoding, schema validation, ids, defaults, flattened entities,
+// their JSON, compiled routes) is done once. The tables that span elements
+// (ids, unique keys, references, plugin identities, the routers, the
+// sorted ids) are updated for the elements that went or came, and for the
+// entities that refer by name or id to an entity that went or came.
 //
 // The fast path only accepts documents: whatever it cannot prove valid
-// goes through schemas.load, which alone writes error answers. It holds
-// the entries of the last accepted document only.
+// goes through schemas.load, which alone writes error answers.
 type loadCache struct {
-	elems map[string]map[string]*cachedElem // collection -> element text -> element
-	exprs map[string]exprNode               // router expression -> parsed
-	prev  *loaded
+	gen   int                               // marks the elements the load in progress found
+	count int                               // elements in elems
+	elems map[string]map[string]*cachedElem // collection -> elemKey -> element
+	// The tables below and l are those of the elements in elems (empty when
+	// the last configuration loaded did not come from fastLoad).
+	l          *loaded
+	uniques    map[string]map[string]*cachedEntity   // type -> unique value (uniqueKey.key, "\x00"+plugin identity) -> entity
+	dependents map[string]map[string][]*cachedEntity // type -> name or id -> entities referring to it by that string
+	http       *router
+	stream     *router
 }
 
 // cachedElem is one top-level element, processed as schemas.load would.
 type cachedElem struct {
-	index      int  // its position when processed
-	positional bool // some id was derived from that position
-	entities   []*cachedEntity
-	refs       []expectedRef // foreign references to resolve
+	key      string // its text, plus its position when an id was derived from it
+	gen      int
+	entities []*cachedEntity
 }
 
 // cachedEntity is one entity of an element (the element or a nested one).
+// The entities of a load are the elements' ones, except those that refer to
+// others by name or id: they are resolved copies (see resolve).
 type cachedEntity struct {
-	typ, id string
-	key     string // unique endpoint key, when hasKey
-	hasKey  bool
-	item    map[string]any // processed item (ids, defaults, parent key)
-	flat    map[string]any // flattened, nil when it needs other entities
-	enc     [][]byte       // flat as JSON, split where timestamps go
-	uniques []uniqueKey
-	// compiled is the route's part of the router, once buildRouter made it.
-	compiled *compiledRoute
+	typ, id  string
+	key      string // unique endpoint key, when hasKey
+	hasKey   bool
+	item     map[string]any // processed item (ids, defaults, parent key)
+	refs     []strRef       // references by name or id
+	flat     map[string]any // flattened, nil until resolved when refs
+	enc      [][]byte       // flat as JSON, split where timestamps go
+	uniques  []string       // uniqueKey.key of its unique fields, "\x00"+identity for a plugin
+	compiled *compiledRoute // for a route
 }
 
 // crossCheck, when set (by the package's tests), is given the text of
@@ -55,7 +66,8 @@ var crossCheck func(s *schemas, text []byte)
 
 // fastLoad loads a declarative document (JSON text) through the cache. ok
 // is false when the document must go through schemas.load; next is the
-// cache to keep once the answer is accepted.
+// cache to keep once the answer is accepted. c is left as it was, but for
+// its generation counter.
 func (s *schemas) fastLoad(c *loadCache, text []byte) (l *loaded, next *loadCache, ok bool) {
 	top, colls, ok := splitDocument(text)
 	if !ok {
@@ -67,105 +79,290 @@ func (s *schemas) fastLoad(c *loadCache, text []byte) (l *loaded, next *loadCach
 	if validateRecord(s.top[1], top) != nil {
 		return nil, nil, false
 	}
-	next = &loadCache{elems: map[string]map[string]*cachedElem{}}
-	var elems []*cachedElem
-	counts := map[string]int{}
+	c.gen++
+	u := &update{s: s, prev: c, elems: newCow(c.elems), touched: map[strRef]bool{},
+		removedIDs: map[string][]string{}, addedIDs: map[string][]string{}, removedRoutes: map[string]*compiledRoute{}}
+	prevL := c.l
+	if prevL == nil {
+		prevL = &loaded{}
+	}
+	u.entities, u.cached, u.byKey, u.targetsOf = newCow(prevL.entities), newCow(prevL.cached), newCow(prevL.byKey), newCow(prevL.targetsOf)
+	u.uniques, u.dependents = newCow(c.uniques), newCow(c.dependents)
+	if !u.diff(colls) || !u.apply() {
+		return nil, nil, false
+	}
+	return u.finish()
+}
+
+// update is one fastLoad in progress: the next tables, copied from the
+// previous ones as they change.
+type update struct {
+	s              *schemas
+	prev           *loadCache
+	elems          *cow[*cachedElem]
+	count          int
+	removed, added []*cachedElem
+	entities       *cow[map[string]any]
+	cached, byKey  *cow[*cachedEntity]
+	targetsOf      *cow[*cachedEntity]
+	uniques        *cow[*cachedEntity]
+	dependents     *cow[[]*cachedEntity]
+	touched        map[strRef]bool // types and keys of entities that went or came
+	removedIDs     map[string][]string
+	addedIDs       map[string][]string
+	removedRoutes  map[string]*compiledRoute
+	addedRoutes    []*compiledRoute
+}
+
+// diff finds the document's elements among the previous ones, processes
+// the new ones and lists those that went.
+func (u *update) diff(colls map[string][][]byte) bool {
+	gen, kept := u.prev.gen, 0
 	for _, coll := range entityOrder {
-		raws := colls[coll]
-		if len(raws) == 0 {
+		old := u.prev.elems[coll]
+		for i, raw := range colls[coll] {
+			e := old[string(raw)]
+			if e == nil {
+				e = old[positionalKey(raw, i)]
+			}
+			switch {
+			case e == nil:
+				if e = u.s.processElem(coll, raw, i); e == nil || u.elems.m[coll][e.key] != nil {
+					return false // invalid, or twice the same: for schemas.load to tell
+				}
+				u.elems.at(coll)[e.key] = e
+				u.added = append(u.added, e)
+			case e.gen == gen:
+				return false
+			default:
+				kept++
+			}
+			e.gen = gen
+			u.count++
+		}
+	}
+	if kept < u.prev.count {
+		for coll, m := range u.prev.elems {
+			for key, e := range m {
+				if e.gen != gen {
+					delete(u.elems.at(coll), key)
+					u.removed = append(u.removed, e)
+				}
+			}
+		}
+	}
+	return true
+}
+
+// positionalKey is the key of an element whose ids depend on its position.
+func positionalKey(raw []byte, i int) string {
+	return string(raw) + "\x00" + strconv.Itoa(i)
+}
+
+// apply updates the tables: what went leaves them first, so that what came
+// or changed only collides with what stays.
+func (u *update) apply() bool {
+	for _, e := range u.removed {
+		for _, ce := range e.entities {
+			cur := u.cached.m[ce.typ][ce.id]
+			u.forget(cur)
+			delete(u.cached.at(ce.typ), ce.id)
+			delete(u.entities.at(ce.typ), ce.id)
+			u.removedIDs[ce.typ] = append(u.removedIDs[ce.typ], ce.id)
+			u.touched[strRef{ce.typ, ce.id}] = true
+			if ce.hasKey {
+				delete(u.byKey.at(ce.typ), ce.key)
+				u.touched[strRef{ce.typ, ce.key}] = true
+			}
+			for _, r := range ce.refs {
+				byKey := u.dependents.at(r.typ)
+				byKey[r.key] = slices.DeleteFunc(slices.Clone(byKey[r.key]), func(d *cachedEntity) bool { return d == ce })
+			}
+		}
+	}
+	var resolving, ready []*cachedEntity
+	queued := map[*cachedEntity]bool{}
+	for _, e := range u.added {
+		for _, ce := range e.entities {
+			if u.cached.m[ce.typ][ce.id] != nil || (ce.hasKey && u.byKey.m[ce.typ][ce.key] != nil) {
+				return false
+			}
+			u.cached.at(ce.typ)[ce.id] = ce
+			u.addedIDs[ce.typ] = append(u.addedIDs[ce.typ], ce.id)
+			u.touched[strRef{ce.typ, ce.id}] = true
+			if ce.hasKey {
+				u.byKey.at(ce.typ)[ce.key] = ce
+				u.touched[strRef{ce.typ, ce.key}] = true
+			}
+			if ce.refs == nil {
+				ready = append(ready, ce)
+				continue
+			}
+			resolving = append(resolving, ce)
+			queued[ce] = true
+			for _, r := range ce.refs {
+				byKey := u.dependents.at(r.typ)
+				byKey[r.key] = append(slices.Clip(byKey[r.key]), ce)
+			}
+		}
+	}
+	// Entities that stay but refer to one that went or came may now
+	// resolve differently, or not at all.
+	for t := range u.touched {
+		for _, d := range u.dependents.m[t.typ][t.key] {
+			if !queued[d] {
+				queued[d] = true
+				u.forget(u.cached.m[d.typ][d.id])
+				resolving = append(resolving, d)
+			}
+		}
+	}
+	for _, ce := range resolving {
+		r := u.resolve(ce)
+		if r == nil {
+			return false
+		}
+		u.cached.at(ce.typ)[ce.id] = r
+		ready = append(ready, r)
+	}
+	for _, ce := range ready {
+		for _, k := range ce.uniques {
+			if u.uniques.m[ce.typ][k] != nil {
+				return false
+			}
+			u.uniques.at(ce.typ)[k] = ce
+		}
+		u.entities.at(ce.typ)[ce.id] = ce.flat
+		if ce.compiled != nil {
+			u.addedRoutes = append(u.addedRoutes, ce.compiled)
+		}
+		if ce.typ == "targets" {
+			u.targetsOf.at(refID(ce.flat["upstream"]))[ce.id] = ce
+		}
+	}
+	return true
+}
+
+// forget takes what ce brought to the unique values and the routers out.
+func (u *update) forget(ce *cachedEntity) {
+	for _, k := range ce.uniques {
+		delete(u.uniques.at(ce.typ), k)
+	}
+	if ce.compiled != nil {
+		u.removedRoutes[ce.id] = ce.compiled
+	}
+	if ce.typ == "targets" {
+		delete(u.targetsOf.at(refID(ce.flat["upstream"])), ce.id)
+	}
+}
+
+// resolve makes the copy of ce (an entity with references by name or id)
+// that this load holds; nil when a reference resolves to nothing.
+func (u *update) resolve(ce *cachedEntity) *cachedEntity {
+	find := func(t, key string) map[string]any {
+		if e := u.byKey.m[t][key]; e != nil {
+			return e.item
+		}
+		if e := u.cached.m[t][key]; e != nil {
+			return e.item
+		}
+		return nil
+	}
+	for _, r := range ce.refs {
+		if find(r.typ, r.key) == nil {
+			return nil
+		}
+	}
+	r := *ce
+	r.fill(u.s, find)
+	return &r
+}
+
+// fill computes what ce shows and brings to the tables once its references
+// resolve through find.
+func (ce *cachedEntity) fill(s *schemas, find finder) {
+	rec := s.base[ce.typ]
+	ce.flat = flattenItem(rec, ce.item, find)
+	for _, uk := range uniqueKeys(rec, ce.item, ce.flat) {
+		ce.uniques = append(ce.uniques, uk.key)
+	}
+	if ce.typ == "plugins" {
+		ce.uniques = append(ce.uniques, "\x00"+pluginIdentity(ce.item, find))
+	}
+	ce.enc = encodeEntity(ce.flat)
+	if ce.typ == "routes" {
+		ce.compiled = compileRoute(ce.id, ce.flat, s.flavor)
+	}
+}
+
+// finish makes the loaded configuration and the next cache.
+func (u *update) finish() (*loaded, *loadCache, bool) {
+	l := &loaded{entities: u.entities.m, cached: u.cached.m, byKey: u.byKey.m, targetsOf: u.targetsOf.m, ids: map[string][]string{}}
+	var prevIDs map[string][]string
+	if u.prev.l != nil {
+		prevIDs = u.prev.l.ids
+	}
+	for t, byID := range l.entities {
+		switch {
+		case len(byID) == 0:
+			delete(l.entities, t) // as schemas.load, which lists no empty type
+		case u.entities.copied[t]:
+			l.ids[t] = mergeIDs(prevIDs[t], u.removedIDs[t], u.addedIDs[t])
+		default:
+			l.ids[t] = prevIDs[t]
+		}
+	}
+	l.empty = len(l.entities) == 0
+	next := &loadCache{gen: u.prev.gen, count: u.count, elems: u.elems.m, l: l,
+		uniques: u.uniques.m, dependents: u.dependents.m,
+		http:   updateRouter(u.prev.http, u.removedRoutes, u.addedRoutes, l, false),
+		stream: updateRouter(u.prev.stream, u.removedRoutes, u.addedRoutes, l, true)}
+	return l, next, true
+}
+
+// mergeIDs is prev (sorted) without removed, with added.
+func mergeIDs(prev, removed, added []string) []string {
+	slices.Sort(removed)
+	slices.Sort(added)
+	out := make([]string, 0, len(prev)-len(removed)+len(added))
+	for _, id := range prev {
+		if len(removed) > 0 && removed[0] == id {
+			removed = removed[1:]
 			continue
 		}
-		old := c.elems[coll]
-		cur := make(map[string]*cachedElem, len(raws))
-		next.elems[coll] = cur
-		for i, raw := range raws {
-			e := old[string(raw)]
-			if e == nil || (e.positional && e.index != i) {
-				if e = s.processElem(coll, raw, i); e == nil {
-					return nil, nil, false
-				}
-			}
-			cur[string(raw)] = e
-			elems = append(elems, e)
-			for _, ce := range e.entities {
-				counts[ce.typ]++
-			}
+		for len(added) > 0 && added[0] < id {
+			out, added = append(out, added[0]), added[1:]
 		}
+		out = append(out, id)
 	}
+	return append(out, added...)
+}
 
-	st := &refState{byID: map[string]map[string]map[string]any{}, byKey: map[string]map[string]map[string]any{}}
-	for t, n := range counts {
-		st.byID[t] = make(map[string]map[string]any, n)
-		if entityDefs[t].endpointUnique {
-			st.byKey[t] = make(map[string]map[string]any, n)
-		}
-	}
-	for _, e := range elems {
-		for _, ce := range e.entities {
-			if ce.hasKey {
-				if st.byKey[ce.typ][ce.key] != nil {
-					return nil, nil, false
-				}
-				st.byKey[ce.typ][ce.key] = ce.item
-			}
-			if st.byID[ce.typ][ce.id] != nil {
-				return nil, nil, false
-			}
-			st.byID[ce.typ][ce.id] = ce.item
-		}
-	}
-	for _, e := range elems {
-		for _, r := range e.refs {
-			key, _ := r.value.(string)
-			if m, isMap := r.value.(map[string]any); isMap {
-				key, _ = m["id"].(string)
-			}
-			if findEntity(st.byKey, st.byID, r.ref, key) == nil {
-				return nil, nil, false
-			}
-		}
-	}
+// cow is a two-level table of the next load, copied from the previous
+// one's level by level on first write: the previous load's tables stay
+// intact for their readers and for the next load when this one fails.
+type cow[V any] struct {
+	m      map[string]map[string]V
+	copied map[string]bool
+}
 
-	l = &loaded{entities: map[string]map[string]map[string]any{}, encoded: map[string]map[string][][]byte{},
-		cachedRoutes: make(map[string]*cachedEntity, counts["routes"]), empty: len(counts) == 0}
-	for t, n := range counts {
-		l.entities[t] = make(map[string]map[string]any, n)
-		l.encoded[t] = make(map[string][][]byte, n)
+func newCow[V any](prev map[string]map[string]V) *cow[V] {
+	m := maps.Clone(prev)
+	if m == nil {
+		m = map[string]map[string]V{}
 	}
-	uniques := map[string]bool{}
-	pluginKeys := map[string]bool{}
-	for _, e := range elems {
-		for _, ce := range e.entities {
-			flat, us := ce.flat, ce.uniques
-			if flat == nil {
-				rec := s.base[ce.typ]
-				flat = flattenItem(rec, ce.item, st)
-				us = uniqueKeys(rec, ce.item, flat)
-			} else {
-				l.encoded[ce.typ][ce.id] = ce.enc
-				if ce.typ == "routes" {
-					l.cachedRoutes[ce.id] = ce
-				}
-			}
-			for _, u := range us {
-				k := ce.typ + "\x00" + u.key
-				if uniques[k] {
-					return nil, nil, false
-				}
-				uniques[k] = true
-			}
-			if ce.typ == "plugins" {
-				k := pluginIdentity(ce.item, st)
-				if pluginKeys[k] {
-					return nil, nil, false
-				}
-				pluginKeys[k] = true
-			}
-			l.entities[ce.typ][ce.id] = flat
+	return &cow[V]{m: m, copied: map[string]bool{}}
+}
+
+// at is the table of t, to write to.
+func (c *cow[V]) at(t string) map[string]V {
+	if !c.copied[t] {
+		c.copied[t] = true
+		if c.m[t] = maps.Clone(c.m[t]); c.m[t] == nil {
+			c.m[t] = map[string]V{}
 		}
 	}
-	next.exprs, next.prev = c.exprs, l
-	return l, next, true
+	return c.m[t]
 }
 
 // processElem runs schemas.load's steps that only depend on one top-level
@@ -180,37 +377,55 @@ func (s *schemas) processElem(coll string, raw []byte, index int) *cachedElem {
 	if !ok {
 		return nil
 	}
-	elemField := s.top[1].byName[coll].elements
-	el := *elemField
-	el.required = true
-	if validateField(&el, item) != nil {
+	// Validating an element processes it (defaults) and validates the
+	// result: that result, with the ids, is what schemas.load goes on with.
+	rec := s.top[1].byName[coll].elements.rec
+	processed, errs := processAuto(rec, item)
+	if errs != nil || validateRecord(rec, processed) != nil {
 		return nil
 	}
-	e := &cachedElem{index: index, positional: s.generateItemIDs(coll, item, index, "", nil)}
-	processed, _ := adjustField(elemField, item, true)
+	e := &cachedElem{key: string(raw)}
+	if s.generateItemIDs(coll, item, index, "", nil) {
+		e.key = positionalKey(raw, index)
+	}
+	copyIDs(coll, item, processed)
 	st := &refState{byID: map[string]map[string]map[string]any{}, byKey: map[string]map[string]map[string]any{}, errs: ltable{}}
 	s.populateReferences(map[string]any{coll: []any{processed}}, "", 0, nil, st)
 	if len(st.errs) > 0 {
 		return nil
 	}
-	e.refs = st.expected
 	for _, t := range entityOrder {
 		def, rec := entityDefs[t], s.base[t]
 		for _, id := range st.ids[t] {
 			item := st.byID[t][id]
-			ce := &cachedEntity{typ: t, id: id, item: item}
+			ce := &cachedEntity{typ: t, id: id, item: item, refs: stringRefs(rec, item)}
 			if def.endpointUnique {
 				ce.key, ce.hasKey = item[def.endpointKey].(string)
 			}
-			if !hasStringRef(rec, item) {
-				ce.flat = flattenItem(rec, item, nil)
-				ce.uniques = uniqueKeys(rec, item, ce.flat)
-				ce.enc = encodeEntity(ce.flat)
+			if ce.refs == nil {
+				ce.fill(s, st.find)
 			}
 			e.entities = append(e.entities, ce)
 		}
 	}
 	return e
+}
+
+// copyIDs copies the ids generateItemIDs gave to item (an entity of type t)
+// and to its nested entities into its processed copy.
+func copyIDs(t string, item, processed map[string]any) {
+	processed["id"] = item["id"]
+	for _, c := range children(t) {
+		from, _ := item[c].([]any)
+		to, _ := processed[c].([]any)
+		for i := range min(len(from), len(to)) {
+			f, _ := from[i].(map[string]any)
+			p, _ := to[i].(map[string]any)
+			if f != nil && p != nil {
+				copyIDs(c, f, p)
+			}
+		}
+	}
 }
 
 // splitDocument cuts a JSON object into its top-level values, the entity
@@ -434,8 +649,10 @@ func writeEntities(buf *bufio.Writer, l *loaded) {
 			}
 			writeJSONString(buf, id)
 			buf.WriteByte(':')
-			parts := l.encoded[t][id]
-			if parts == nil {
+			var parts [][]byte
+			if ce := l.cached[t][id]; ce != nil {
+				parts = ce.enc
+			} else {
 				parts = encodeEntity(l.entities[t][id])
 			}
 			if parts == nil {
@@ -468,40 +685,4 @@ func writeJSONString(buf *bufio.Writer, s string) {
 	buf.WriteByte('"')
 	buf.WriteString(s)
 	buf.WriteByte('"')
-}
-
-// index sorts the ids of every entity type, from the order of prev (the
-// previous load) when there is one: most ids are in both.
-func (l *loaded) index(prev *loaded) {
-	l.ids = map[string][]string{}
-	for t, byID := range l.entities {
-		var kept, added []string
-		if prev != nil && prev.ids != nil {
-			kept = make([]string, 0, len(byID))
-			for _, id := range prev.ids[t] {
-				if byID[id] != nil {
-					kept = append(kept, id)
-				}
-			}
-			if len(kept) < len(byID) {
-				for id := range byID {
-					if prev.entities[t][id] == nil {
-						added = append(added, id)
-					}
-				}
-			}
-		} else {
-			added = slices.Collect(maps.Keys(byID))
-		}
-		slices.Sort(added)
-		ids := make([]string, 0, len(byID))
-		for len(kept) > 0 || len(added) > 0 {
-			if len(added) == 0 || (len(kept) > 0 && kept[0] < added[0]) {
-				ids, kept = append(ids, kept[0]), kept[1:]
-			} else {
-				ids, added = append(ids, added[0]), added[1:]
-			}
-		}
-		l.ids[t] = ids
-	}
 }

@@ -56,13 +56,14 @@ type Decision struct {
 type matcher struct {
 	priority uint64
 	id       string
+	routeID  string // id differs for the parts of a route split by path kind
 	route    map[string]any
 	expr     exprNode
 }
 
 type router struct {
 	matchers []matcher
-	fields   map[string]bool
+	fields   map[string]int // fields the routes use -> number of routes using it
 }
 
 var streamProtocols = []any{"tcp", "tls", "udp", "tls_passthrough"}
@@ -393,38 +394,74 @@ func atoi(s string) int {
 // them: descending priority, then descending id. Like Kong's
 // runloop/handler.lua new_router, each subsystem's router only holds the
 // routes whose protocols belong to it, and a route whose service is
-// disabled (enabled=false) is left out. Parsed expressions are taken from
-// cache when there, and recorded in next.
-func buildRouter(l *loaded, flavor string, stream bool, cache, next map[string]exprNode) *router {
-	rt := &router{fields: map[string]bool{}}
+// disabled (enabled=false) is left out.
+func buildRouter(l *loaded, flavor string, stream bool) *router {
+	var routes []*compiledRoute
 	for _, id := range l.sortedIDs("routes") {
-		var cr *compiledRoute
-		if ce := l.cachedRoutes[id]; ce != nil {
-			if ce.compiled == nil {
-				ce.compiled = compileRoute(id, ce.flat, flavor, cache, next)
+		routes = append(routes, compileRoute(id, l.entities["routes"][id], flavor))
+	}
+	return updateRouter(nil, nil, routes, l, stream)
+}
+
+// updateRouter is buildRouter's answer for l, made from prev (the router
+// of a load that differs from l by the routes in removed, keyed by id, and
+// added) without touching prev, which may still be in use.
+func updateRouter(prev *router, removed map[string]*compiledRoute, added []*compiledRoute, l *loaded, stream bool) *router {
+	rt := &router{fields: map[string]int{}}
+	var kept []matcher
+	if prev != nil {
+		rt.fields, kept = maps.Clone(prev.fields), prev.matchers
+	}
+	if len(removed) > 0 {
+		dropped := map[string]bool{}
+		kept = slices.DeleteFunc(slices.Clone(kept), func(m matcher) bool {
+			if removed[m.routeID] == nil {
+				return false
 			}
-			cr = ce.compiled
-		} else {
-			cr = compileRoute(id, l.entities["routes"][id], flavor, cache, next)
+			dropped[m.routeID] = true
+			return true
+		})
+		for id := range dropped {
+			for _, f := range removed[id].fields {
+				if rt.fields[f]--; rt.fields[f] == 0 {
+					delete(rt.fields, f)
+				}
+			}
 		}
+	}
+	var in []matcher
+	for _, cr := range added {
 		if cr.stream != stream {
 			continue
 		}
 		if svc := l.entities["services"][cr.service]; svc != nil && svc["enabled"] == false {
 			continue
 		}
-		rt.matchers = append(rt.matchers, cr.matchers...)
+		in = append(in, cr.matchers...)
 		for _, f := range cr.fields {
-			rt.fields[f] = true
+			rt.fields[f]++
 		}
 	}
-	slices.SortStableFunc(rt.matchers, func(a, b matcher) int {
-		if a.priority != b.priority {
-			return cmp.Compare(b.priority, a.priority)
+	slices.SortFunc(in, matcherOrder)
+	rt.matchers = make([]matcher, 0, len(kept)+len(in))
+	for len(kept) > 0 && len(in) > 0 {
+		if matcherOrder(kept[0], in[0]) < 0 {
+			rt.matchers, kept = append(rt.matchers, kept[0]), kept[1:]
+		} else {
+			rt.matchers, in = append(rt.matchers, in[0]), in[1:]
 		}
-		return strings.Compare(b.id, a.id)
-	})
+	}
+	rt.matchers = append(append(rt.matchers, kept...), in...)
 	return rt
+}
+
+// matcherOrder is the order routes are tried in. No two matchers tie:
+// their ids are distinct.
+func matcherOrder(a, b matcher) int {
+	if a.priority != b.priority {
+		return cmp.Compare(b.priority, a.priority)
+	}
+	return strings.Compare(b.id, a.id)
 }
 
 // compiledRoute is what a route brings to its subsystem's router, whatever
@@ -436,22 +473,17 @@ type compiledRoute struct {
 	fields   []string
 }
 
-// compileRoute parses a route's expressions, taken from cache when there
-// and recorded in next.
-func compileRoute(id string, route map[string]any, flavor string, cache, next map[string]exprNode) *compiledRoute {
+// compileRoute parses a route's expressions.
+func compileRoute(id string, route map[string]any, flavor string) *compiledRoute {
 	cr := &compiledRoute{stream: isStreamRoute(route), service: refID(route["service"])}
 	fields := map[string]bool{}
-	add := func(id string, prio uint64, exp string) {
-		n, ok := cache[exp]
-		if !ok {
-			var err error
-			if n, err = parseATC(exp); err != nil {
-				return // only possible with the traditional flavor's PCRE-only regexes
-			}
+	add := func(mid string, prio uint64, exp string) {
+		n, err := parseATC(exp)
+		if err != nil {
+			return // only possible with the traditional flavor's PCRE-only regexes
 		}
-		next[exp] = n
 		collectFields(n, fields)
-		cr.matchers = append(cr.matchers, matcher{priority: prio, id: id, route: route, expr: n})
+		cr.matchers = append(cr.matchers, matcher{priority: prio, id: mid, routeID: id, route: route, expr: n})
 	}
 	defer func() { cr.fields = slices.Sorted(maps.Keys(fields)) }()
 	protocols := strList(route["protocols"])
@@ -508,7 +540,7 @@ func collectFields(n exprNode, into map[string]bool) {
 
 // requestContext extracts the router fields from a request, as
 // kong/router/fields.lua does.
-func (d *Double) requestContext(req Request, fields map[string]bool) atcContext {
+func (d *Double) requestContext(req Request, fields map[string]int) atcContext {
 	ctx := atcContext{}
 	str := func(f, v string) { ctx[f] = []atcValue{{kind: vString, str: v}} }
 	scheme := "http"
@@ -694,22 +726,45 @@ func routeDecision(cfg *loaded, route map[string]any, stream bool) (Decision, st
 	port, _ := svc["port"].(float64)
 	dec.ServicePort = int(port)
 	dec.ServicePath, _ = svc["path"].(string)
-	for _, uid := range cfg.sortedIDs("upstreams") {
-		up := cfg.entities["upstreams"][uid]
-		if up["name"] != dec.ServiceHost {
-			continue
+	dec.Targets, dec.UpstreamName = cfg.upstreamTargets(dec.ServiceHost)
+	return dec, serviceID
+}
+
+// upstreamTargets lists the targets with a positive weight of the upstream
+// called name, sorted; upstream is "" when there is no such upstream.
+func (l *loaded) upstreamTargets(name string) (targets []Target, upstream string) {
+	var ids []string
+	targetByID := l.entities["targets"]
+	if l.cached != nil {
+		up := l.byKey["upstreams"][name]
+		if up == nil {
+			return nil, ""
 		}
-		dec.UpstreamName = dec.ServiceHost
-		for _, tid := range cfg.sortedIDs("targets") {
-			t := cfg.entities["targets"][tid]
-			w, _ := t["weight"].(float64)
-			if refID(t["upstream"]) == uid && w > 0 {
-				dec.Targets = append(dec.Targets, Target{Target: targetWithPort(t["target"].(string)), Weight: int(w)})
+		ids = slices.Sorted(maps.Keys(l.targetsOf[up.id]))
+	} else {
+		uid := ""
+		for _, id := range l.sortedIDs("upstreams") {
+			if l.entities["upstreams"][id]["name"] == name {
+				uid = id
 			}
 		}
-		sort.Slice(dec.Targets, func(i, j int) bool { return dec.Targets[i].Target < dec.Targets[j].Target })
+		if uid == "" {
+			return nil, ""
+		}
+		for _, id := range l.sortedIDs("targets") {
+			if refID(targetByID[id]["upstream"]) == uid {
+				ids = append(ids, id)
+			}
+		}
 	}
-	return dec, serviceID
+	for _, id := range ids {
+		t := targetByID[id]
+		if w, _ := t["weight"].(float64); w > 0 {
+			targets = append(targets, Target{Target: targetWithPort(t["target"].(string)), Weight: int(w)})
+		}
+	}
+	sort.Slice(targets, func(i, j int) bool { return targets[i].Target < targets[j].Target })
+	return targets, name
 }
 
 // targetWithPort adds the default target port (8000) Kong's balancer uses.

@@ -103,11 +103,11 @@ func (d *Double) streamListener(port int) (Listener, bool) {
 
 // streamContext fills the stream fields the router uses (fields.lua's
 // stream accessors and atc.lua's stream exec).
-func streamContext(fields map[string]bool, c streamConn) atcContext {
+func streamContext(fields map[string]int, c streamConn) atcContext {
 	ctx := atcContext{}
 	str := func(f, v string) { ctx[f] = []atcValue{{kind: vString, str: v}} }
 	sni := c.sni
-	if !fields["tls.sni"] {
+	if fields["tls.sni"] == 0 {
 		sni = nil // never read, so the scheme below cannot see it
 	}
 	switch {
