@@ -134,30 +134,45 @@ func (r *statusRecorder) WriteHeader(code int) {
 	r.ResponseWriter.WriteHeader(code)
 }
 
-// doubleCost posts a document to a fresh double as konglet does and returns
-// the median time of three answers: what the double alone costs.
-func doubleCost(doc []byte) (time.Duration, error) {
-	body, err := json.Marshal(map[string]string{"config": string(doc)})
-	if err != nil {
-		return 0, err
-	}
-	var ds []time.Duration
-	for range 3 {
-		d := kongdouble.New(kongdouble.Options{})
+// doubleCost posts a document to the double as konglet does (the raw
+// document, labelled YAML) and returns the median of three answers: to a
+// fresh double (cold), and to one that holds the document already, with
+// one route's hostname changed (warm, what a sync after an edit costs).
+func doubleCost(doc []byte) (cold, warm time.Duration, err error) {
+	post := func(d *kongdouble.Double, body []byte) (time.Duration, error) {
 		start := time.Now()
-		resp, err := http.Post(d.URL()+"/config?check_hash=1&flatten_errors=1", "application/json", bytes.NewReader(body))
+		resp, err := http.Post(d.URL()+"/config?check_hash=1&flatten_errors=1", "application/yaml", bytes.NewReader(body))
 		if err != nil {
-			d.Close()
 			return 0, err
 		}
 		_, _ = io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
-		ds = append(ds, time.Since(start))
-		d.Close()
 		if resp.StatusCode != http.StatusCreated {
 			return 0, fmt.Errorf("the double answered %d", resp.StatusCode)
 		}
+		return time.Since(start), nil
 	}
-	slices.Sort(ds)
-	return ds[1], nil
+	host := hostExpr.FindSubmatch(doc)
+	if host == nil {
+		return 0, 0, fmt.Errorf("no hostname in the document")
+	}
+	var colds, warms []time.Duration
+	for i := range 3 {
+		d := kongdouble.New(kongdouble.Options{})
+		c, err := post(d, doc)
+		if err == nil {
+			changed := bytes.Replace(doc, host[1], []byte(fmt.Sprintf("changed-%d.%s", i, host[1])), 1)
+			var w time.Duration
+			if w, err = post(d, changed); err == nil {
+				colds, warms = append(colds, c), append(warms, w)
+			}
+		}
+		d.Close()
+		if err != nil {
+			return 0, 0, err
+		}
+	}
+	slices.Sort(colds)
+	slices.Sort(warms)
+	return colds[1], warms[1], nil
 }
