@@ -1,7 +1,6 @@
 package kongdouble
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"maps"
@@ -55,7 +54,7 @@ type cachedEntity struct {
 	item     map[string]any // processed item (ids, defaults, parent key)
 	refs     []strRef       // references by name or id
 	flat     map[string]any // flattened, nil until resolved when refs
-	enc      [][]byte       // flat as JSON, split where timestamps go
+	enc      [][]byte       // its member of the answer, see encodeEntity
 	uniques  []string       // uniqueKey.key of its unique fields, "\x00"+identity for a plugin
 	compiled *compiledRoute // for a route
 }
@@ -289,7 +288,7 @@ func (ce *cachedEntity) fill(s *schemas, find finder) {
 	if ce.typ == "plugins" {
 		ce.uniques = append(ce.uniques, "\x00"+pluginIdentity(ce.item, find))
 	}
-	ce.enc = encodeEntity(ce.flat)
+	ce.enc = encodeEntity(ce.id, ce.flat)
 	if ce.typ == "routes" {
 		ce.compiled = compileRoute(ce.id, ce.flat, s.flavor)
 	}
@@ -597,10 +596,10 @@ const tsHole = "\x00kongdouble:timestamp\x00"
 
 var tsHoleJSON, _ = json.Marshal(tsHole)
 
-// encodeEntity encodes a flattened entity as json.Marshal would once
-// stamped, split where its timestamps go (created_at unless set, then
-// updated_at).
-func encodeEntity(flat map[string]any) [][]byte {
+// encodeEntity encodes the member "id": entity of the answer as json.Marshal
+// would once the entity is stamped, split where its timestamps go
+// (created_at unless set, then updated_at).
+func encodeEntity(id string, flat map[string]any) [][]byte {
 	c := maps.Clone(flat)
 	holes := 1
 	if c["created_at"] == nil {
@@ -612,12 +611,15 @@ func encodeEntity(flat map[string]any) [][]byte {
 	if err != nil || bytes.Count(b, tsHoleJSON) != holes {
 		return nil // a value that cannot be split: encoded when answering
 	}
-	return bytes.Split(b, tsHoleJSON)
+	key, _ := json.Marshal(id)
+	parts := bytes.Split(b, tsHoleJSON)
+	parts[0] = append(append(key, ':'), parts[0]...)
+	return parts
 }
 
-// writeEntities writes the 201 answer of POST /config: the flattened
+// appendEntities appends the 201 answer of POST /config: the flattened
 // entities (stamped) with the default workspace, as writeJSON would.
-func writeEntities(buf *bufio.Writer, l *loaded) {
+func appendEntities(buf []byte, l *loaded) []byte {
 	ws, _ := json.Marshal(map[string]any{defaultWorkspaceID: map[string]any{
 		"id": defaultWorkspaceID, "name": "default", "comment": nil,
 		"config": map[string]any{}, "meta": map[string]any{},
@@ -627,62 +629,44 @@ func writeEntities(buf *bufio.Writer, l *loaded) {
 	sort.Strings(types)
 	ts, _ := json.Marshal(l.ts)
 	tsMs, _ := json.Marshal(l.tsMs)
-	buf.WriteByte('{')
+	buf = append(buf, '{')
 	for i, t := range types {
 		if i > 0 {
-			buf.WriteByte(',')
+			buf = append(buf, ',')
 		}
-		writeJSONString(buf, t)
-		buf.WriteByte(':')
+		key, _ := json.Marshal(t)
+		buf = append(append(buf, key...), ':')
 		if t == "workspaces" {
-			buf.Write(ws)
+			buf = append(buf, ws...)
 			continue
 		}
 		stamp := ts
 		if t == "targets" {
 			stamp = tsMs
 		}
-		buf.WriteByte('{')
+		buf = append(buf, '{')
 		for j, id := range l.sortedIDs(t) {
 			if j > 0 {
-				buf.WriteByte(',')
+				buf = append(buf, ',')
 			}
-			writeJSONString(buf, id)
-			buf.WriteByte(':')
 			var parts [][]byte
 			if ce := l.cached[t][id]; ce != nil {
 				parts = ce.enc
 			} else {
-				parts = encodeEntity(l.entities[t][id])
+				parts = encodeEntity(id, l.entities[t][id])
 			}
 			if parts == nil {
+				key, _ := json.Marshal(id)
 				b, _ := json.Marshal(l.stamped(t, l.entities[t][id]))
-				buf.Write(b)
+				buf = append(append(append(buf, key...), ':'), b...)
 				continue
 			}
-			for n, part := range parts {
-				if n > 0 {
-					buf.Write(stamp)
-				}
-				buf.Write(part)
+			buf = append(buf, parts[0]...)
+			for _, part := range parts[1:] {
+				buf = append(append(buf, stamp...), part...)
 			}
 		}
-		buf.WriteByte('}')
+		buf = append(buf, '}')
 	}
-	buf.WriteString("}\n")
-}
-
-// writeJSONString writes s as json.Marshal would, quickly for the ids and
-// names that need no escaping.
-func writeJSONString(buf *bufio.Writer, s string) {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			b, _ := json.Marshal(s)
-			buf.Write(b)
-			return
-		}
-	}
-	buf.WriteByte('"')
-	buf.WriteString(s)
-	buf.WriteByte('"')
+	return append(buf, "}\n"...)
 }

@@ -53,9 +53,10 @@ type Double struct {
 	schemas  *schemas
 	portMaps map[int]int // listen port -> host port
 
-	// loadMu serializes loads: the cache has one writer.
+	// loadMu serializes loads: the cache and answer have one writer.
 	loadMu sync.Mutex
 	cache  *loadCache
+	answer []byte // the last 201 answer
 
 	mu     sync.Mutex
 	nodeID string
