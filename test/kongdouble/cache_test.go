@@ -1,6 +1,7 @@
 package kongdouble_test
 
 import (
+	"encoding/json"
 	"net/http"
 	"reflect"
 	"strings"
@@ -94,4 +95,109 @@ func TestCacheKeepsVerdicts(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestCacheSequences posts a sequence of documents to one double, each
+// differing from the previous one by elements added, removed, changed,
+// reordered, renamed or moved, some of them invalid, and expects after each
+// one what a fresh double answers for it: the warm double's tables, built
+// from the differences between documents, must not drift, and a refused
+// document must leave them as they were.
+func TestCacheSequences(t *testing.T) {
+	route := func(name, path string) string {
+		return `{"name":"` + name + `","expression":"http.path == \"` + path + `\"","priority":1}`
+	}
+	svc := func(name, host string, extra string, routes ...string) string {
+		return `{"name":"` + name + `","host":"` + host + `"` + extra + `,"routes":[` + strings.Join(routes, ",") + `]}`
+	}
+	up := func(name string, targets ...string) string {
+		var ts []string
+		for _, t := range targets {
+			ts = append(ts, `{"target":"`+t+`"}`)
+		}
+		return `{"name":"` + name + `","targets":[` + strings.Join(ts, ",") + `]}`
+	}
+	doc := func(colls ...string) string {
+		return `{"_format_version":"3.0",` + strings.Join(colls, ",") + `}`
+	}
+	list := func(coll string, elems ...string) string {
+		return `"` + coll + `":[` + strings.Join(elems, ",") + `]`
+	}
+	a, b, c := svc("a", "up1", "", route("ra", "/a")), svc("b", "up2", "", route("rb", "/b")), svc("c", "up1", "", route("rc", "/c"))
+	ups := list("upstreams", up("up1", "10.0.0.1:80", "10.0.0.2:80"), up("up2", "10.0.0.3"))
+	top := list("routes", `{"name":"top","service":"a","expression":"http.path == \"/t\"","priority":2}`)
+	plugin := list("plugins", `{"name":"request-termination","route":"top","config":{"status_code":418}}`)
+	topTarget := list("targets", `{"target":"10.0.0.9:80","upstream":"up2"}`)
+	c1, k1 := certPair(t, "one.example.com")
+	c2, k2 := certPair(t, "two.example.com")
+	cert1, cert2 := string(mustJSON(t, M{"cert": c1, "key": k1})), string(mustJSON(t, M{"cert": c2, "key": k2}))
+	base := doc(list("services", a, b), ups, top, plugin)
+	steps := []struct{ name, doc string }{
+		{"base", base},
+		{"a service added, one removed", doc(list("services", a, c), ups, top, plugin)},
+		{"a route changed", doc(list("services", svc("a", "up1", "", route("ra", "/a2")), c), ups, top, plugin)},
+		{"reordered", doc(plugin, top, ups, list("services", c, svc("a", "up1", "", route("ra", "/a2"))))},
+		{"the referred service renamed", doc(list("services", svc("a2", "up1", "", route("ra", "/a")), c), ups, top, plugin)},
+		{"the same again", doc(list("services", svc("a2", "up1", "", route("ra", "/a")), c), ups, top, plugin)},
+		{"back", base},
+		{"the referred service replaced", doc(list("services", svc("a", "up2", `,"id":"11111111-1111-4111-8111-111111111111"`, route("ra", "/a")), b), ups, top, plugin)},
+		{"the referred service disabled", doc(list("services", svc("a", "up2", `,"enabled":false`, route("ra", "/a")), b), ups, top, plugin)},
+		{"enabled again", base},
+		{"a name declared twice", doc(list("services", a, b, svc("b", "up1", "")), ups, top, plugin)},
+		{"a route moved to another service", doc(list("services", svc("a", "up1", ""), svc("b", "up2", "", route("rb", "/b"), route("ra", "/a"))), ups, top, plugin)},
+		{"a plugin twice on a route", doc(list("services", a, b), ups, top, strings.Replace(plugin, `}]`,
+			`},{"name":"request-termination","route":"top","id":"33333333-3333-4333-8333-333333333333"}]`, 1))},
+		{"plugins nested under a route", doc(list("services", svc("a", "up1", "", strings.Replace(route("ra", "/a"), `}`,
+			`,"plugins":[{"name":"cors"},{"name":"request-termination","config":{"status_code":404}}]}`, 1)), b), ups, top, plugin)},
+		{"one of them changed", doc(list("services", svc("a", "up1", "", strings.Replace(route("ra", "/a"), `}`,
+			`,"plugins":[{"name":"cors"},{"name":"request-termination","config":{"status_code":405}}]}`, 1)), b), ups, top, plugin)},
+		{"an upstream replaced under a top-level target", doc(list("services", a, b), list("upstreams", up("up1", "10.0.0.1:80"), `{"name":"up2","id":"22222222-2222-4222-8222-222222222222"}`), topTarget)},
+		{"its target moved to another upstream", doc(list("services", a, b), list("upstreams", up("up1", "10.0.0.1:80"), `{"name":"up2"}`), strings.Replace(topTarget, "up2", "up1", 1))},
+		{"certificates by position", doc(list("certificates", cert1, cert2))},
+		{"certificates swapped", doc(list("certificates", cert2, cert1))},
+		{"a certificate twice", doc(list("certificates", cert1, cert1))},
+		{"empty", doc(`"_comment":"nothing"`)},
+		{"base from nothing", base},
+		{"a dangling reference", doc(list("services", b, c), ups, top, plugin)},
+		{"an invalid element", doc(list("services", a, svc("b", "up2:1", "", route("rb", "/b"))), ups, top, plugin)},
+		{"base once more", base},
+	}
+	opts := kongdouble.Options{RouterFlavor: "expressions"}
+	warm := newDouble(t, opts)
+	requests := []kongdouble.Request{{Path: "/a"}, {Path: "/a2"}, {Path: "/b"}, {Path: "/c"}, {Path: "/t"}}
+	for _, s := range steps {
+		fresh := newDouble(t, opts)
+		checked := kongdouble.FastChecked()
+		got := postDoc(t, warm, s.doc)
+		fast := kongdouble.FastChecked() > checked
+		want := postDoc(t, fresh, s.doc)
+		if got.status != want.status || !reflect.DeepEqual(withoutTimestamps(got.body), withoutTimestamps(want.body)) {
+			t.Fatalf("%s: warm double answers %d %.2000s\nfresh one %d %.2000s", s.name, got.status, got.raw, want.status, want.raw)
+		}
+		if got.status != http.StatusCreated {
+			continue
+		}
+		if !fast {
+			t.Errorf("%s: accepted by schemas.load only", s.name)
+		}
+		if warm.ConfigHash() != fresh.ConfigHash() {
+			t.Errorf("%s: hash %s, fresh %s", s.name, warm.ConfigHash(), fresh.ConfigHash())
+		}
+		for _, req := range requests {
+			g, gok := warm.Route(req)
+			w, wok := fresh.Route(req)
+			if gok != wok || !reflect.DeepEqual(withoutTimestamps(decisionJSON(t, g)), withoutTimestamps(decisionJSON(t, w))) {
+				t.Errorf("%s: %s routes to %+v (%v), fresh %+v (%v)", s.name, req.Path, g, gok, w, wok)
+			}
+		}
+	}
+}
+
+// decisionJSON is a Decision as JSON values, for withoutTimestamps.
+func decisionJSON(t *testing.T, d kongdouble.Decision) any {
+	var v any
+	if err := json.Unmarshal(mustJSON(t, d), &v); err != nil {
+		t.Fatal(err)
+	}
+	return v
 }
