@@ -363,11 +363,14 @@ func register(m map[string]map[string]map[string]any, entity, key string, item m
 	m[entity][key] = item
 }
 
-// finder looks an entity up by unique key, else by id, as findEntity does.
-type finder func(entity, key string) map[string]any
+// finder looks an entity up by unique key, else by id, as findEntity
+// does, and tells its id.
+type finder func(entity, key string) (id string, found bool)
 
-func (st *refState) find(entity, key string) map[string]any {
-	return findEntity(st.byKey, st.byID, entity, key)
+func (st *refState) find(entity, key string) (string, bool) {
+	e := findEntity(st.byKey, st.byID, entity, key)
+	id, _ := e["id"].(string)
+	return id, e != nil
 }
 
 func findEntity(byKey, byID map[string]map[string]map[string]any, entity, key string) map[string]any {
@@ -511,9 +514,8 @@ func pluginIdentity(item map[string]any, find finder) string {
 		case map[string]any:
 			id, _ = v["id"].(string)
 		case string:
-			if e := find(fk.ref, v); e != nil {
-				id, _ = e["id"].(string)
-			} else {
+			var found bool
+			if id, found = find(fk.ref, v); !found {
 				id = v
 			}
 		}
@@ -606,8 +608,8 @@ func flattenItem(rec *record, item map[string]any, find finder) map[string]any {
 		if f.typ == tForeign {
 			switch x := v.(type) {
 			case string:
-				if found := find(f.ref, x); found != nil {
-					flat[f.name] = map[string]any{"id": found["id"]}
+				if id, found := find(f.ref, x); found {
+					flat[f.name] = map[string]any{"id": id}
 				}
 				continue
 			case map[string]any:

@@ -51,7 +51,7 @@ type cachedEntity struct {
 	typ, id  string
 	key      string // unique endpoint key, when hasKey
 	hasKey   bool
-	item     map[string]any // processed item (ids, defaults, parent key)
+	item     map[string]any // processed item (ids, defaults, parent key), kept when refs
 	refs     []strRef       // references by name or id
 	flat     map[string]any // flattened, nil until resolved when refs
 	enc      [][]byte       // its member of the answer, see encodeEntity
@@ -258,17 +258,18 @@ func (u *update) forget(ce *cachedEntity) {
 // resolve makes the copy of ce (an entity with references by name or id)
 // that this load holds; nil when a reference resolves to nothing.
 func (u *update) resolve(ce *cachedEntity) *cachedEntity {
-	find := func(t, key string) map[string]any {
-		if e := u.byKey.m[t][key]; e != nil {
-			return e.item
+	find := func(t, key string) (string, bool) {
+		e := u.byKey.m[t][key]
+		if e == nil {
+			e = u.cached.m[t][key]
 		}
-		if e := u.cached.m[t][key]; e != nil {
-			return e.item
+		if e == nil {
+			return "", false
 		}
-		return nil
+		return e.id, true
 	}
 	for _, r := range ce.refs {
-		if find(r.typ, r.key) == nil {
+		if _, found := find(r.typ, r.key); !found {
 			return nil
 		}
 	}
@@ -403,6 +404,7 @@ func (s *schemas) processElem(coll string, raw []byte, index int) *cachedElem {
 			}
 			if ce.refs == nil {
 				ce.fill(s, st.find)
+				ce.item = nil // no longer needed: fewer objects for the GC to walk
 			}
 			e.entities = append(e.entities, ce)
 		}
