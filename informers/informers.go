@@ -3,6 +3,7 @@
 package informers
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -302,6 +303,16 @@ func (c *Cache) Snapshot(controller string, kong snapshot.Kong, serviceUpstream 
 		}
 	}
 	s.PublishService = c.publishService(s)
+	// Listers list in map order: a fixed order keeps "nothing changed"
+	// recognisable from one snapshot to the next (translate.Memo).
+	byName := func(a, b metav1.Object) int {
+		return cmp.Or(cmp.Compare(a.GetNamespace(), b.GetNamespace()), cmp.Compare(a.GetName(), b.GetName()))
+	}
+	slices.SortFunc(s.ListenerSets, func(a, b *gwv1.ListenerSet) int { return byName(a, b) })
+	slices.SortFunc(s.ReferenceGrants, func(a, b *gwv1.ReferenceGrant) int { return byName(a, b) })
+	for _, list := range s.EndpointSlices {
+		slices.SortFunc(list, func(a, b *discoveryv1.EndpointSlice) int { return byName(a, b) })
+	}
 	return s, nil
 }
 
