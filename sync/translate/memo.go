@@ -79,11 +79,24 @@ func sharedInputsOf(s *snapshot.Snapshot, refused Refusals) sharedInputs {
 }
 
 func (a sharedInputs) equal(b sharedInputs) bool {
-	return a.controller == b.controller && slices.Equal(a.gateways, b.gateways) && maps.Equal(a.classes, b.classes) &&
-		slices.Equal(a.listenerSets, b.listenerSets) && slices.Equal(a.grants, b.grants) &&
+	return a.controller == b.controller && slices.EqualFunc(a.gateways, b.gateways, sameSpec) &&
+		maps.EqualFunc(a.classes, b.classes, sameSpec) && slices.EqualFunc(a.listenerSets, b.listenerSets, sameSpec) &&
+		slices.Equal(a.grants, b.grants) &&
 		maps.Equal(a.namespaces, b.namespaces) && maps.Equal(a.secrets, b.secrets) &&
 		a.publishService == b.publishService && a.pod == b.pod && a.serviceUpstream == b.serviceUpstream &&
 		maps.Equal(a.refused, b.refused) && reflect.DeepEqual(a.kong, b.kong)
+}
+
+// sameSpec tells whether two versions of a Gateway API object have the same
+// metadata the translation reads and the same spec: the same object, or the
+// same uid and generation (which the API server bumps on every spec
+// change). So the status writes on Gateways that follow most syncs do not
+// make the next one start over.
+func sameSpec[T interface {
+	comparable
+	metav1.Object
+}](a, b T) bool {
+	return a == b || a.GetUID() != "" && a.GetUID() == b.GetUID() && a.GetGeneration() == b.GetGeneration()
 }
 
 // routeMemo is what one route's translation read beyond the shared inputs,

@@ -46,6 +46,7 @@ func sameResult(t *testing.T, step string, memo *translate.Memo, snap *snapshot.
 // reuses the previous one's work with a fresh one.
 func TestMemoMatchesAFreshTranslation(t *testing.T) {
 	snap := benchSnapshot(30)
+	snap.Gateways[0].UID, snap.Gateways[0].Generation = "gw-uid", 1
 	key := func(i int) types.NamespacedName {
 		return types.NamespacedName{Namespace: fmt.Sprintf("ns-%d", i%100), Name: fmt.Sprintf("svc-%d", i)}
 	}
@@ -110,9 +111,21 @@ func TestMemoMatchesAFreshTranslation(t *testing.T) {
 		{"Kong refuses a Service", func() { refused = translate.Refusals{{Kind: "Service", Namespace: "ns-10", Name: "svc-10"}: "no"} }, false},
 		{"the refusals are gone", func() { refused = nil }, false},
 		{"every Service goes to Service upstream mode", func() { snap.ServiceUpstream = true }, false},
+		{"the Gateway's status changes (same uid and generation)", func() {
+			g := snap.Gateways[0].DeepCopy()
+			g.Status.Addresses = []gwv1.GatewayStatusAddress{{Value: "192.0.2.9"}}
+			snap.Gateways[0] = g
+		}, true},
 		{"the Gateway's listener changes its hostname", func() {
 			g := snap.Gateways[0].DeepCopy()
 			g.Spec.Listeners[0].Hostname = ptr(gwv1.Hostname("*.example.com"))
+			g.Generation++
+			snap.Gateways[0] = g
+		}, false},
+		{"a Gateway without uid changes (tests, offline)", func() {
+			g := snap.Gateways[0].DeepCopy()
+			g.UID, g.Generation = "", 0
+			g.Spec.Listeners[0].Hostname = nil
 			snap.Gateways[0] = g
 		}, false},
 		{"Kong changes its router", func() { snap.Kong = snapshot.DefaultKong(snapshot.RouterTraditionalCompat) }, false},
