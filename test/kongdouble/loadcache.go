@@ -54,7 +54,7 @@ type cachedEntity struct {
 	item     map[string]any // processed item (ids, defaults, parent key), kept when refs
 	refs     []strRef       // references by name or id
 	flat     map[string]any // flattened, nil until resolved when refs
-	enc      [][]byte       // its member of the answer, see encodeEntity
+	enc      encodedEntity
 	uniques  []string       // uniqueKey.key of its unique fields, "\x00"+identity for a plugin
 	compiled *compiledRoute // for a route
 }
@@ -598,10 +598,18 @@ const tsHole = "\x00kongdouble:timestamp\x00"
 
 var tsHoleJSON, _ = json.Marshal(tsHole)
 
+// encodedEntity is an entity's member of the answer, "id":{...}, in one
+// piece (the answer is written from thousands of them), with the offsets
+// where its timestamps go.
+type encodedEntity struct {
+	b     []byte
+	holes [2]int
+	n     int // holes used; 0 when the entity could not be encoded so
+}
+
 // encodeEntity encodes the member "id": entity of the answer as json.Marshal
-// would once the entity is stamped, split where its timestamps go
-// (created_at unless set, then updated_at).
-func encodeEntity(id string, flat map[string]any) [][]byte {
+// would once the entity is stamped (created_at unless set, then updated_at).
+func encodeEntity(id string, flat map[string]any) encodedEntity {
 	c := maps.Clone(flat)
 	holes := 1
 	if c["created_at"] == nil {
@@ -611,12 +619,17 @@ func encodeEntity(id string, flat map[string]any) [][]byte {
 	c["updated_at"] = tsHole
 	b, err := json.Marshal(c)
 	if err != nil || bytes.Count(b, tsHoleJSON) != holes {
-		return nil // a value that cannot be split: encoded when answering
+		return encodedEntity{} // a value that cannot be split: encoded when answering
 	}
 	key, _ := json.Marshal(id)
-	parts := bytes.Split(b, tsHoleJSON)
-	parts[0] = append(append(key, ':'), parts[0]...)
-	return parts
+	e := encodedEntity{b: make([]byte, 0, len(key)+1+len(b)-holes*len(tsHoleJSON))}
+	e.b = append(append(e.b, key...), ':')
+	for part := range bytes.SplitSeq(b, tsHoleJSON) {
+		if e.b = append(e.b, part...); e.n < holes {
+			e.holes[e.n], e.n = len(e.b), e.n+1
+		}
+	}
+	return e
 }
 
 // appendEntities appends the 201 answer of POST /config: the flattened
@@ -651,22 +664,24 @@ func appendEntities(buf []byte, l *loaded) []byte {
 			if j > 0 {
 				buf = append(buf, ',')
 			}
-			var parts [][]byte
+			var e encodedEntity
 			if ce := l.cached[t][id]; ce != nil {
-				parts = ce.enc
+				e = ce.enc
 			} else {
-				parts = encodeEntity(id, l.entities[t][id])
+				e = encodeEntity(id, l.entities[t][id])
 			}
-			if parts == nil {
+			if e.n == 0 {
 				key, _ := json.Marshal(id)
 				b, _ := json.Marshal(l.stamped(t, l.entities[t][id]))
 				buf = append(append(append(buf, key...), ':'), b...)
 				continue
 			}
-			buf = append(buf, parts[0]...)
-			for _, part := range parts[1:] {
-				buf = append(append(buf, stamp...), part...)
+			done := 0
+			for _, h := range e.holes[:e.n] {
+				buf = append(append(buf, e.b[done:h]...), stamp...)
+				done = h
 			}
+			buf = append(buf, e.b[done:]...)
 		}
 		buf = append(buf, '}')
 	}
