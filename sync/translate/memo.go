@@ -68,10 +68,14 @@ type sharedInputs struct {
 	refused         Refusals
 }
 
+// sharedInputsOf copies the lists and maps: the caller may reuse them.
 func sharedInputsOf(s *snapshot.Snapshot, refused Refusals) sharedInputs {
-	in := sharedInputs{controller: s.ControllerName, gateways: s.Gateways, classes: s.GatewayClasses,
-		listenerSets: s.ListenerSets, grants: s.ReferenceGrants, namespaces: s.Namespaces, secrets: s.Secrets,
-		publishService: s.PublishService, kong: s.Kong, serviceUpstream: s.ServiceUpstream, refused: maps.Clone(refused)}
+	in := sharedInputs{controller: s.ControllerName, gateways: slices.Clone(s.Gateways), classes: maps.Clone(s.GatewayClasses),
+		listenerSets: slices.Clone(s.ListenerSets), grants: slices.Clone(s.ReferenceGrants), namespaces: maps.Clone(s.Namespaces),
+		secrets: maps.Clone(s.Secrets), publishService: s.PublishService, kong: s.Kong, serviceUpstream: s.ServiceUpstream,
+		refused: maps.Clone(refused)}
+	in.kong.ProxyListens, in.kong.StreamListens = slices.Clone(s.Kong.ProxyListens), slices.Clone(s.Kong.StreamListens)
+	in.kong.PortMaps, in.kong.EnabledPlugins = maps.Clone(s.Kong.PortMaps), maps.Clone(s.Kong.EnabledPlugins)
 	if s.Pod != nil {
 		in.pod = s.Pod.UID
 	}
@@ -178,7 +182,7 @@ func (t *translation) recordBackend(key types.NamespacedName, svc *corev1.Servic
 		return
 	}
 	rec.backendsSeen[key] = true
-	rec.memo.backends = append(rec.memo.backends, backendInput{key: key, service: svc, slices: t.snap.EndpointSlices[key]})
+	rec.memo.backends = append(rec.memo.backends, backendInput{key: key, service: svc, slices: slices.Clone(t.snap.EndpointSlices[key])})
 }
 
 // recordAttach notes a listener the route is counted on.

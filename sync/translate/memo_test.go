@@ -118,7 +118,7 @@ func TestMemoMatchesAFreshTranslation(t *testing.T) {
 		}, true},
 		{"the Gateway's listener changes its hostname", func() {
 			g := snap.Gateways[0].DeepCopy()
-			g.Spec.Listeners[0].Hostname = ptr(gwv1.Hostname("*.example.com"))
+			g.Spec.Listeners[0].Hostname = ptr(gwv1.Hostname("*.example.org")) // no route matches
 			g.Generation++
 			snap.Gateways[0] = g
 		}, false},
