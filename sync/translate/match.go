@@ -98,25 +98,32 @@ func (t *translation) kongRoute(name string, place placement, m gwv1.HTTPRouteMa
 
 // assignPriorities gives every Kong route a unique priority that encodes
 // the Gateway API precedence, so Kong never falls back to its id order.
+// Inside a class, expressions priorities count down from the oldest route:
+// a new route (the newest) takes the next value down and moves no other
+// route's priority, so a change stays a small change of the document.
 func (t *translation) assignPriorities() {
 	slices.SortFunc(t.kongRoutes, func(a, b *kongRoute) int {
-		return cmp.Or(cmp.Compare(a.class, b.class), b.order.compare(a.order))
+		return cmp.Or(cmp.Compare(a.class, b.class), a.order.compare(b.order))
 	})
-	rank := 0
-	for i, kr := range t.kongRoutes {
-		if i > 0 && t.kongRoutes[i-1].class != kr.class {
-			rank = 0
+	for start := 0; start < len(t.kongRoutes); {
+		end := start + 1
+		for end < len(t.kongRoutes) && t.kongRoutes[end].class == t.kongRoutes[start].class {
+			end++
 		}
-		rank++
-		if t.snap.Kong.RouterFlavor == snapshot.RouterExpressions {
-			p := kr.class<<rankBits | uint64(min(rank, maxRank))
-			kr.route.Priority = &p
-		} else {
-			// Kong ranks traditional routes by their fields first; our order
-			// only breaks its ties (see the Gateway's Accepted message).
-			p := int64(kr.class<<2 | uint64(min(rank, 3)))
-			kr.route.RegexPrio = &p
+		for i, kr := range t.kongRoutes[start:end] {
+			if t.snap.Kong.RouterFlavor == snapshot.RouterExpressions {
+				p := kr.class<<rankBits | uint64(maxRank-min(i, maxRank))
+				kr.route.Priority = &p
+			} else {
+				// Kong ranks traditional routes by their fields first; our
+				// order only breaks its ties (see the Gateway's Accepted
+				// message), with the two newest routes below all others.
+				newest := end - start - i
+				p := int64(kr.class<<2 | uint64(min(newest, 3)))
+				kr.route.RegexPrio = &p
+			}
 		}
+		start = end
 	}
 }
 

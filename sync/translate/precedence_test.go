@@ -5,7 +5,9 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/konglet/konglet/sync/snapshot"
@@ -181,4 +183,33 @@ func ruleOf(kongRoute string) string {
 	}
 	n := len(parts)
 	return ns + "/" + strings.Join(parts[:n-3], ".") + "/" + parts[n-3] + "/" + parts[n-2]
+}
+
+// TestNewRouteMovesNoPriority: the newest route takes the next priority
+// down in its class, so creating a route changes no other route of the
+// document (Kong, and the double's incremental load, see a small change).
+func TestNewRouteMovesNoPriority(t *testing.T) {
+	snap := benchSnapshot(50)
+	priorities := func() map[string]uint64 {
+		out := map[string]uint64{}
+		for _, s := range translate.Translate(snap, nil).Config.Services {
+			for _, r := range s.Routes {
+				out[r.Name] = *r.Priority
+			}
+		}
+		return out
+	}
+	before := priorities()
+	newest := snap.HTTPRoutes[0].DeepCopy()
+	newest.Name, newest.CreationTimestamp = "newest", metav1.NewTime(time.Unix(2_000_000_000, 0))
+	snap.HTTPRoutes = append(snap.HTTPRoutes, newest)
+	after := priorities()
+	if len(after) != len(before)+2 {
+		t.Fatalf("%d Kong routes after adding one HTTPRoute with two matches to %d", len(after), len(before))
+	}
+	for name, p := range before {
+		if after[name] != p {
+			t.Errorf("%s: priority %d became %d", name, p, after[name])
+		}
+	}
 }
