@@ -2,18 +2,21 @@ package informers
 
 import (
 	"context"
+	"sync"
 	"time"
 )
 
 // Trigger coalesces bursts of change notifications into syncs. A change
-// that finds the trigger idle (no sync started within maxDelay) starts one
-// at once, so a lone edit reaches Kong without waiting. Otherwise a sync
-// starts once no change arrived for the quiet period, or at the latest
-// maxDelay after the first change of the burst.
+// that follows a pause (no change for the quiet period) starts a sync at
+// once, so a lone edit reaches Kong without waiting. Changes closer together
+// are a burst: a sync starts once they pause for the quiet period, or at the
+// latest maxDelay after the first of them.
 type Trigger struct {
 	quiet, maxDelay time.Duration
 	notify          chan struct{}
-	lastFired       time.Time // only Wait's goroutine touches it
+
+	mu         sync.Mutex
+	last, prev time.Time // the two latest changes
 }
 
 // NewTrigger returns a trigger with the given quiet period and upper bound.
@@ -26,10 +29,20 @@ func NewTrigger(quiet, maxDelay time.Duration) *Trigger {
 
 // Notify records that something changed. It never blocks.
 func (t *Trigger) Notify() {
+	t.mu.Lock()
+	t.prev, t.last = t.last, time.Now()
+	t.mu.Unlock()
 	select {
 	case t.notify <- struct{}{}:
 	default:
 	}
+}
+
+// afterPause tells whether the latest change came after a quiet period.
+func (t *Trigger) afterPause() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.last.Sub(t.prev) >= t.quiet
 }
 
 // Wait blocks until a sync should start (or ctx ends, returning its error).
@@ -41,8 +54,7 @@ func (t *Trigger) Wait(ctx context.Context) error {
 		return ctx.Err()
 	case <-t.notify:
 	}
-	if time.Since(t.lastFired) >= t.maxDelay {
-		t.lastFired = time.Now()
+	if t.afterPause() {
 		return nil
 	}
 	deadline := time.Now().Add(t.maxDelay)
@@ -53,12 +65,10 @@ func (t *Trigger) Wait(ctx context.Context) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-timer.C:
-			t.lastFired = time.Now()
 			return nil
 		case <-t.notify:
 			left := time.Until(deadline)
 			if left <= 0 {
-				t.lastFired = time.Now()
 				return nil
 			}
 			timer.Reset(min(t.quiet, left))
