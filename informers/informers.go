@@ -159,6 +159,11 @@ func (c *Cache) onUpdate(oldObj, newObj any) {
 			return
 		}
 	}
+	if _, ok := newObj.(*corev1.Pod); ok {
+		// Every load updates this Pod's condition: that is for statuses.
+		c.Trigger.NotifyStatus()
+		return
+	}
 	c.Trigger.Notify()
 }
 

@@ -38,6 +38,17 @@ func (t *Trigger) Notify() {
 	}
 }
 
+// NotifyStatus records a change that only statuses depend on (a Pod's
+// konglet condition, which the leader reads for Programmed): it asks for a
+// sync, but is no change to Kong's configuration, so it does not make the
+// next real change look like part of a burst.
+func (t *Trigger) NotifyStatus() {
+	select {
+	case t.notify <- struct{}{}:
+	default:
+	}
+}
+
 // afterPause tells whether the latest change came after a quiet period.
 func (t *Trigger) afterPause() bool {
 	t.mu.Lock()

@@ -103,3 +103,23 @@ func TestTriggerTellsAPauseFromABurst(t *testing.T) {
 		}
 	}
 }
+
+func TestTriggerStatusChangesAreNoBurst(t *testing.T) {
+	tr := NewTrigger(time.Hour, time.Hour)
+	tr.Notify()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := tr.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// A status change asks for a sync...
+	tr.NotifyStatus()
+	before := tr.last
+	if err := tr.Wait(ctx); err != nil {
+		t.Fatalf("a status change got no sync: %v", err)
+	}
+	// ...but is not a change the next one could be a burst with.
+	if tr.last != before {
+		t.Fatal("a status change counted as a configuration change")
+	}
+}
