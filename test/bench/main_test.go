@@ -115,9 +115,6 @@ func TestBench(t *testing.T) {
 	b.step(t, "propagation_and_burst", b.propagationAndBurst)
 	b.step(t, "memory", b.memory)
 	b.step(t, "coldstart10k", func(t *testing.T) { b.coldStart(t, 10_000, 5*time.Second) })
-	// Below 10,000: where the size limit bites, and a cold start that loads.
-	b.step(t, "coldstart9k", func(t *testing.T) { b.coldStart(t, 9_000, 0) })
-	b.step(t, "coldstart8k", func(t *testing.T) { b.coldStart(t, 8_000, 0) })
 }
 
 // ensureApps creates applications (Service, EndpointSlice, HTTPRoute)
