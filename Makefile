@@ -43,11 +43,11 @@ fuzz:
 	$(GO) test ./sync/translate -run '^$$' -fuzz FuzzTranslate -fuzztime 2m -fuzzminimizetime 10s
 
 ## bench: translation, propagation, burst, memory, cold start and status-write figures against their targets
-## (not part of `make test`, about 10 minutes); writes test/bench/results/RESULTS.md
+## (not part of `make test`, about 6 minutes); writes test/bench/results/RESULTS.md
 bench: tools
 	$(GO) test -tags bench -run '^TestBench$$' -count=1 -timeout 30m -v ./test/bench
 
-## conformance: the upstream Gateway API conformance suite (GATEWAY-HTTP, GATEWAY-GRPC) against konglet, ~8 min;
+## conformance: the upstream Gateway API conformance suite (GATEWAY-HTTP, GATEWAY-GRPC) against konglet, about a minute;
 ## binds :80 and :443 on 127.0.1.N (root or CAP_NET_BIND_SERVICE); report in test/conformance/reports/
 conformance: tools $(BIN)/kube-controller-manager
 	cd test/conformance && $(GO) test -count=1 -timeout 60m -run TestConformance .

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -391,7 +392,11 @@ func (r *testResults) summary(report *confv1.ConformanceReport, claimed, tested 
 		"UDPRoute): the harness has no stream data plane yet (the double routes streams with RouteStream, but nothing proxies " +
 		"TCP, UDP or TLS connections to simulated Pods, and the echo image's TCP, UDP and TLS modes are not simulated).\n\n")
 	b.WriteString("| profile | core | extended |\n|---|---|---|\n")
-	for _, p := range report.ProfileReports {
+	// The suite lists profiles in map order: sorted, the summary only
+	// changes when results do.
+	profileReports := slices.Clone(report.ProfileReports)
+	slices.SortFunc(profileReports, func(a, b confv1.ProfileReport) int { return strings.Compare(a.Name, b.Name) })
+	for _, p := range profileReports {
 		ext := ""
 		if p.Extended != nil {
 			ext = statusLine(p.Extended.Status)
