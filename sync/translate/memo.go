@@ -167,21 +167,18 @@ type recorder struct {
 	memo                 *routeMemo
 	services, kongRoutes int // their lengths before the route
 	attachedTo           []*listener
-	backendsSeen         map[types.NamespacedName]bool
 }
 
 func (t *translation) startRecording() {
-	t.recording = &recorder{memo: &routeMemo{}, services: len(t.services), kongRoutes: len(t.kongRoutes),
-		backendsSeen: map[types.NamespacedName]bool{}}
+	t.recording = &recorder{memo: &routeMemo{}, services: len(t.services), kongRoutes: len(t.kongRoutes)}
 }
 
 // recordBackend notes a Service lookup.
 func (t *translation) recordBackend(key types.NamespacedName, svc *corev1.Service) {
 	rec := t.recording
-	if rec == nil || rec.backendsSeen[key] {
+	if rec == nil || slices.ContainsFunc(rec.memo.backends, func(b backendInput) bool { return b.key == key }) {
 		return
 	}
-	rec.backendsSeen[key] = true
 	rec.memo.backends = append(rec.memo.backends, backendInput{key: key, service: svc, slices: slices.Clone(t.snap.EndpointSlices[key])})
 }
 
