@@ -20,30 +20,9 @@ func Marshal(c *Config) ([]byte, error) {
 	e := encoder{buf: make([]byte, 0, sizeHint(c))}
 	e.raw(`{"_format_version":`)
 	e.str(c.FormatVersion)
-	if len(c.Services) > 0 {
-		e.raw(`,"services":[`)
-		for i, s := range c.Services {
-			e.sep(i)
-			e.service(s)
-		}
-		e.raw("]")
-	}
-	if len(c.Upstreams) > 0 {
-		e.raw(`,"upstreams":[`)
-		for i, u := range c.Upstreams {
-			e.sep(i)
-			e.upstream(u)
-		}
-		e.raw("]")
-	}
-	if len(c.Certificates) > 0 {
-		e.raw(`,"certificates":[`)
-		for i, cert := range c.Certificates {
-			e.sep(i)
-			e.certificate(cert)
-		}
-		e.raw("]")
-	}
+	list(&e, "services", c.Services, e.service)
+	list(&e, "upstreams", c.Upstreams, e.upstream)
+	list(&e, "certificates", c.Certificates, e.certificate)
 	e.raw("}")
 	return e.buf, e.err
 }
@@ -75,6 +54,21 @@ func (e *encoder) sep(i int) {
 	if i > 0 {
 		e.buf = append(e.buf, ',')
 	}
+}
+
+// list writes ,"key":[...] with one(item) for each item, and nothing for
+// none (every list of the model is omitempty).
+func list[T any](e *encoder, key string, items []T, one func(T)) {
+	if len(items) == 0 {
+		return
+	}
+	e.field(key, false)
+	e.buf = append(e.buf, '[')
+	for i, item := range items {
+		e.sep(i)
+		one(item)
+	}
+	e.buf = append(e.buf, ']')
 }
 
 // field writes ,"key": (or "key": first in an object).
@@ -134,14 +128,7 @@ func (e *encoder) service(s *Service) {
 		e.intField("retries", int64(*s.Retries), false)
 	}
 	e.strings("tags", s.Tags, true)
-	if len(s.Routes) > 0 {
-		e.raw(`,"routes":[`)
-		for i, r := range s.Routes {
-			e.sep(i)
-			e.route(r)
-		}
-		e.raw("]")
-	}
+	list(e, "routes", s.Routes, e.route)
 	e.raw("}")
 }
 
@@ -179,29 +166,17 @@ func (e *encoder) route(r *Route) {
 		e.buf = append(e.buf, '}')
 	}
 	e.strings("snis", r.SNIs, true)
-	if len(r.Destinations) > 0 {
-		e.raw(`,"destinations":[`)
-		for i, d := range r.Destinations {
-			e.sep(i)
-			e.raw(`{"port":`)
-			e.buf = strconv.AppendInt(e.buf, int64(d.Port), 10)
-			e.raw("}")
-		}
-		e.raw("]")
-	}
+	list(e, "destinations", r.Destinations, func(d Endpoint) {
+		e.raw(`{"port":`)
+		e.buf = strconv.AppendInt(e.buf, int64(d.Port), 10)
+		e.raw("}")
+	})
 	if r.RegexPrio != nil {
 		e.intField("regex_priority", *r.RegexPrio, false)
 	}
 	e.boolField("strip_path", r.StripPath)
 	e.boolField("preserve_host", r.PreserveHost)
-	if len(r.Plugins) > 0 {
-		e.raw(`,"plugins":[`)
-		for i, p := range r.Plugins {
-			e.sep(i)
-			e.plugin(p)
-		}
-		e.raw("]")
-	}
+	list(e, "plugins", r.Plugins, e.plugin)
 	e.raw("}")
 }
 
@@ -241,20 +216,15 @@ func (e *encoder) upstream(u *Upstream) {
 	e.raw(`{"name":`)
 	e.str(u.Name)
 	e.strings("tags", u.Tags, true)
-	if len(u.Targets) > 0 {
-		e.raw(`,"targets":[`)
-		for i, t := range u.Targets {
-			e.sep(i)
-			e.raw(`{"id":`)
-			e.str(t.ID)
-			e.raw(`,"target":`)
-			e.str(t.Target)
-			e.raw(`,"weight":`)
-			e.buf = strconv.AppendInt(e.buf, int64(t.Weight), 10)
-			e.raw("}")
-		}
-		e.raw("]")
-	}
+	list(e, "targets", u.Targets, func(t *Target) {
+		e.raw(`{"id":`)
+		e.str(t.ID)
+		e.raw(`,"target":`)
+		e.str(t.Target)
+		e.raw(`,"weight":`)
+		e.buf = strconv.AppendInt(e.buf, int64(t.Weight), 10)
+		e.raw("}")
+	})
 	e.raw("}")
 }
 
@@ -264,18 +234,13 @@ func (e *encoder) certificate(c *Certificate) {
 	e.strField("cert", c.Cert, false)
 	e.strField("key", c.Key, false)
 	e.strings("tags", c.Tags, true)
-	if len(c.SNIs) > 0 {
-		e.raw(`,"snis":[`)
-		for i, sni := range c.SNIs {
-			e.sep(i)
-			e.raw(`{"id":`)
-			e.str(sni.ID)
-			e.strField("name", sni.Name, false)
-			e.strings("tags", sni.Tags, true)
-			e.raw("}")
-		}
-		e.raw("]")
-	}
+	list(e, "snis", c.SNIs, func(sni *SNI) {
+		e.raw(`{"id":`)
+		e.str(sni.ID)
+		e.strField("name", sni.Name, false)
+		e.strings("tags", sni.Tags, true)
+		e.raw("}")
+	})
 	e.raw("}")
 }
 
