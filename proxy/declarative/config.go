@@ -48,14 +48,14 @@ type Route struct {
 	Name         string              `json:"name"`
 	Protocols    []string            `json:"protocols"`
 	Expression   string              `json:"expression,omitempty"`
-	Priority     *uint64             `json:"priority,omitempty"`
+	Priority     uint64              `json:"priority,omitempty"` // 0 is Kong's default
 	Methods      []string            `json:"methods,omitempty"`
 	Hosts        []string            `json:"hosts,omitempty"`
 	Paths        []string            `json:"paths,omitempty"`
 	Headers      map[string][]string `json:"headers,omitempty"`
 	SNIs         []string            `json:"snis,omitempty"`
 	Destinations []Endpoint          `json:"destinations,omitempty"`
-	RegexPrio    *int64              `json:"regex_priority,omitempty"`
+	RegexPrio    int64               `json:"regex_priority,omitempty"` // 0 is Kong's default
 	StripPath    *bool               `json:"strip_path,omitempty"`
 	PreserveHost *bool               `json:"preserve_host,omitempty"`
 	Plugins      []*Plugin           `json:"plugins,omitempty"`

@@ -54,11 +54,11 @@ func TestMarshalMatchesEncodingJSON(t *testing.T) {
 				{Name: odd, Protocol: "grpc", Host: odd, Port: 8080, Path: "/p", ConnectTimeout: 1, ReadTimeout: 2,
 					WriteTimeout: 3, Retries: &retries, Tags: []string{"a", odd}, Routes: []*Route{
 						{Name: "r"},
-						{Name: "e", Protocols: []string{"http", "https"}, Expression: odd, Priority: &prio,
+						{Name: "e", Protocols: []string{"http", "https"}, Expression: odd, Priority: prio,
 							StripPath: &no, PreserveHost: &yes},
 						{Name: "t", Protocols: []string{}, Methods: []string{"GET"}, Hosts: []string{"a", "b"},
 							Paths: []string{"~/x$"}, Headers: map[string][]string{"z": {"1"}, "a": {"2", odd}, "m": nil},
-							SNIs: []string{"x"}, Destinations: []Endpoint{{Port: 1}, {Port: 2}}, RegexPrio: &regex,
+							SNIs: []string{"x"}, Destinations: []Endpoint{{Port: 1}, {Port: 2}}, RegexPrio: regex,
 							Plugins: []*Plugin{{ID: "p", Name: "request-transformer", Tags: []string{"t"},
 								Config: map[string]any{"b": []string{"<&>", odd}, "a": map[string]any{"n": 1.5, "z": nil, "t": true}}},
 								{ID: "q", Name: "cors"}}},

@@ -137,9 +137,9 @@ func (e *encoder) route(r *Route) {
 	e.str(r.Name)
 	e.strings("protocols", r.Protocols, false)
 	e.strField("expression", r.Expression, true)
-	if r.Priority != nil {
+	if r.Priority != 0 {
 		e.field("priority", false)
-		e.buf = strconv.AppendUint(e.buf, *r.Priority, 10)
+		e.buf = strconv.AppendUint(e.buf, r.Priority, 10)
 	}
 	e.strings("methods", r.Methods, true)
 	e.strings("hosts", r.Hosts, true)
@@ -171,9 +171,7 @@ func (e *encoder) route(r *Route) {
 		e.buf = strconv.AppendInt(e.buf, int64(d.Port), 10)
 		e.raw("}")
 	})
-	if r.RegexPrio != nil {
-		e.intField("regex_priority", *r.RegexPrio, false)
-	}
+	e.intField("regex_priority", r.RegexPrio, true)
 	e.boolField("strip_path", r.StripPath)
 	e.boolField("preserve_host", r.PreserveHost)
 	list(e, "plugins", r.Plugins, e.plugin)

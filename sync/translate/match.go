@@ -70,6 +70,10 @@ func precedenceClass(host string, m gwv1.HTTPRouteMatch) uint64 {
 	return h<<21 | p<<11 | method<<10 | uint64(min(len(m.Headers), 31))<<5 | uint64(min(len(m.QueryParams), 31))
 }
 
+// no and yes are the strip_path and preserve_host of every HTTP route,
+// shared: nothing writes through them.
+var no, yes = false, true
+
 // kongRoute builds the Kong route for one match in one placement.
 func (t *translation) kongRoute(name string, place placement, m gwv1.HTTPRouteMatch, filters ruleFilters, stream bool) *kongRoute {
 	r := &declarative.Route{
@@ -89,7 +93,7 @@ func (t *translation) kongRoute(name string, place placement, m gwv1.HTTPRouteMa
 	}
 	if !stream {
 		// strip_path and preserve_host are HTTP-only fields in Kong.
-		r.StripPath, r.PreserveHost = ptr(false), ptr(true)
+		r.StripPath, r.PreserveHost = &no, &yes
 	}
 	kr := &kongRoute{route: r, class: precedenceClass(place.host, m)}
 	t.kongRoutes = append(t.kongRoutes, kr)
@@ -112,15 +116,13 @@ func (t *translation) assignPriorities() {
 		}
 		for i, kr := range t.kongRoutes[start:end] {
 			if t.snap.Kong.RouterFlavor == snapshot.RouterExpressions {
-				p := kr.class<<rankBits | uint64(maxRank-min(i, maxRank))
-				kr.route.Priority = &p
+				kr.route.Priority = kr.class<<rankBits | uint64(maxRank-min(i, maxRank))
 			} else {
 				// Kong ranks traditional routes by their fields first; our
 				// order only breaks its ties (see the Gateway's Accepted
 				// message), with the two newest routes below all others.
 				newest := end - start - i
-				p := int64(kr.class<<2 | uint64(min(newest, 3)))
-				kr.route.RegexPrio = &p
+				kr.route.RegexPrio = int64(kr.class<<2 | uint64(min(newest, 3)))
 			}
 		}
 		start = end

@@ -194,7 +194,7 @@ func TestNewRouteMovesNoPriority(t *testing.T) {
 		out := map[string]uint64{}
 		for _, s := range translate.Translate(snap, nil).Config.Services {
 			for _, r := range s.Routes {
-				out[r.Name] = *r.Priority
+				out[r.Name] = r.Priority
 			}
 		}
 		return out
