@@ -102,6 +102,11 @@ func (e *encoder) strings(key string, list []string, omitEmpty bool) {
 		return
 	}
 	e.field(key, false)
+	e.stringArray(list)
+}
+
+// stringArray writes a JSON array of strings, or null for a nil slice.
+func (e *encoder) stringArray(list []string) {
 	if list == nil {
 		e.raw("null")
 		return
@@ -151,17 +156,7 @@ func (e *encoder) route(r *Route) {
 			e.sep(i)
 			e.str(name)
 			e.buf = append(e.buf, ':')
-			values := r.Headers[name]
-			if values == nil {
-				e.raw("null")
-				continue
-			}
-			e.buf = append(e.buf, '[')
-			for j, v := range values {
-				e.sep(j)
-				e.str(v)
-			}
-			e.buf = append(e.buf, ']')
+			e.stringArray(r.Headers[name])
 		}
 		e.buf = append(e.buf, '}')
 	}
