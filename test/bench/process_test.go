@@ -3,13 +3,11 @@
 package bench
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"regexp"
 	"strconv"
 	"strings"
@@ -21,19 +19,13 @@ import (
 )
 
 // proc is one running konglet, with its RSS sampled every 100 ms from the
-// moment it started.
+// moment it started and its GC cycles (GODEBUG=gctrace=1) recorded.
 type proc struct {
-	cmd     *exec.Cmd
-	Started time.Time // just before exec
-	Metrics string    // base URL of /metrics
-	done    chan struct{}
+	*harness.Process
 
-	mu      sync.Mutex
-	logTail []string
-	lines   int
-	rss     []sample  // VmRSS in bytes
-	gc      []gcCycle // with GODEBUG=gctrace=1
-	stopped bool
+	mu  sync.Mutex
+	rss []sample  // VmRSS in bytes
+	gc  []gcCycle // with GODEBUG=gctrace=1
 }
 
 type sample struct {
@@ -51,68 +43,34 @@ func (b *bencher) startKonglet(t *testing.T, kong *kong, extra ...string) *proc 
 // GOMEMLIMIT): the runtime's own knobs, no change to konglet.
 func (b *bencher) startKongletEnv(t *testing.T, kong *kong, env []string, extra ...string) *proc {
 	t.Helper()
-	addr := freeAddress(t)
-	args := append([]string{"run",
-		"--kubeconfig", b.env.Kubeconfig,
-		"--kong-admin-url", kong.URL(),
-		"--listen", addr,
-		"--kong-poll-interval", "100ms",
+	args := append([]string{
 		"--gateway", gatewayNS + "/" + gatewayName,
 		"--publish-service", gatewayNS + "/kong-proxy",
 		"--log-level", "info",
 	}, extra...)
-	p := &proc{cmd: exec.Command(b.konglet, args...), Metrics: "http://" + addr, done: make(chan struct{})}
-	p.cmd.Env = append(os.Environ(), env...)
-	stderr, err := p.cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.Started = time.Now()
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		defer close(p.done)
-		s := bufio.NewScanner(stderr)
-		s.Buffer(make([]byte, 1<<20), 1<<20)
-		for s.Scan() {
-			p.mu.Lock()
-			if line := s.Text(); strings.HasPrefix(line, "gc ") {
-				p.gc = append(p.gc, gcLine(time.Since(p.Started), line))
-				p.mu.Unlock()
-				continue
-			}
-			p.lines++
-			p.logTail = append(p.logTail, s.Text())
-			if len(p.logTail) > 400 {
-				p.logTail = p.logTail[len(p.logTail)-200:]
-			}
-			p.mu.Unlock()
+	p := &proc{}
+	take := func(line string) bool {
+		if !strings.HasPrefix(line, "gc ") {
+			return false
 		}
-	}()
+		p.mu.Lock()
+		p.gc = append(p.gc, gcLine(time.Since(p.Started), line))
+		p.mu.Unlock()
+		return true
+	}
+	p.Process = harness.StartWithForTest(t, harness.Options{Env: env, Take: take}, b.konglet, b.env.Kubeconfig, kong.URL(), args...)
 	go p.sampleRSS()
-	t.Cleanup(func() {
-		p.Stop()
-		if t.Failed() || os.Getenv("KONGLET_BENCH_LOGS") != "" {
-			t.Logf("konglet log tail:\n%s", p.Logs())
-		}
-	})
 	return p
 }
 
 func (p *proc) sampleRSS() {
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
-	for {
-		if v, ok := vmRSS(p.cmd.Process.Pid); ok {
+	for ; !p.Exited(); <-tick.C {
+		if v, ok := vmRSS(p.Pid()); ok {
 			p.mu.Lock()
 			p.rss = append(p.rss, sample{At: time.Since(p.Started), Bytes: v})
 			p.mu.Unlock()
-		}
-		select {
-		case <-p.done:
-			return
-		case <-tick.C:
 		}
 	}
 }
@@ -151,47 +109,10 @@ func (p *proc) MaxRSS() int64 {
 	return m
 }
 
-// Stop ends the process (SIGTERM) and waits for it.
-func (p *proc) Stop() {
-	p.mu.Lock()
-	if p.stopped {
-		p.mu.Unlock()
-		return
-	}
-	p.stopped = true
-	p.mu.Unlock()
-	_ = p.cmd.Process.Signal(os.Interrupt)
-	select {
-	case <-p.done:
-	case <-time.After(10 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-p.done
-	}
-	_ = p.cmd.Wait()
-}
-
-// Exited tells whether the process ended by itself.
-func (p *proc) Exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
-
-func (p *proc) Logs() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return fmt.Sprintf("(%d lines in all; the last %d)\n%s", p.lines, len(p.logTail), strings.Join(p.logTail, "\n"))
-}
-
-// LogsContaining returns the tail lines that contain s.
+// LogsContaining returns the log lines that contain s.
 func (p *proc) LogsContaining(s string) []string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
 	var out []string
-	for _, l := range p.logTail {
+	for _, l := range strings.Split(p.Logs(), "\n") {
 		if strings.Contains(l, s) {
 			out = append(out, l)
 		}
@@ -238,15 +159,6 @@ func (p *proc) metric(series string) float64 {
 	return m[series]
 }
 
-func freeAddress(t *testing.T) string {
-	t.Helper()
-	addr, err := harness.FreeAddress()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return addr
-}
-
 // poll calls check every interval until it returns true or the timeout
 // passes (false).
 func poll(interval, timeout time.Duration, check func() bool) bool {
@@ -266,15 +178,9 @@ func poll(interval, timeout time.Duration, check func() bool) bool {
 	}
 }
 
-// logTime is when konglet first logged msg, since its start (false when the
-// line is not in the kept tail).
+// logTime is when konglet first logged msg, since its start.
 func (p *proc) logTime(msg string) (time.Duration, bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, l := range p.logTail {
-		if !strings.Contains(l, `"msg":"`+msg+`"`) {
-			continue
-		}
+	for _, l := range p.LogsContaining(`"msg":"` + msg + `"`) {
 		var line struct {
 			Time time.Time `json:"time"`
 		}

@@ -37,14 +37,29 @@ type Process struct {
 	cmd *exec.Cmd
 	// Metrics is the base URL of /metrics, /healthz and /readyz.
 	Metrics string
+	// Started is the moment just before the process was started.
+	Started time.Time
 	done    chan struct{}
 	mu      sync.Mutex
 	logs    []string
 }
 
+// Options adjust StartWith: environment added to the test's, and a filter
+// that sees each stderr line first (true: the line is taken, and not kept
+// in Logs).
+type Options struct {
+	Env  []string
+	Take func(line string) bool
+}
+
 // Start runs `konglet run` from bin with the kubeconfig and the Kong admin
 // URL, quick Kong polls and debug logs, then args.
 func Start(bin, kubeconfig, kongURL string, args ...string) (*Process, error) {
+	return StartWith(Options{}, bin, kubeconfig, kongURL, args...)
+}
+
+// StartWith is Start with Options.
+func StartWith(opts Options, bin, kubeconfig, kongURL string, args ...string) (*Process, error) {
 	addr, err := FreeAddress()
 	if err != nil {
 		return nil, err
@@ -57,10 +72,14 @@ func Start(bin, kubeconfig, kongURL string, args ...string) (*Process, error) {
 		"--log-level", "debug",
 	}, args...)
 	p := &Process{cmd: exec.Command(bin, all...), Metrics: "http://" + addr, done: make(chan struct{})}
+	if opts.Env != nil {
+		p.cmd.Env = append(os.Environ(), opts.Env...)
+	}
 	stderr, err := p.cmd.StderrPipe()
 	if err != nil {
 		return nil, err
 	}
+	p.Started = time.Now()
 	if err := p.cmd.Start(); err != nil {
 		return nil, err
 	}
@@ -69,6 +88,9 @@ func Start(bin, kubeconfig, kongURL string, args ...string) (*Process, error) {
 		s := bufio.NewScanner(stderr)
 		s.Buffer(make([]byte, 1<<20), 1<<20)
 		for s.Scan() {
+			if opts.Take != nil && opts.Take(s.Text()) {
+				continue
+			}
 			p.mu.Lock()
 			p.logs = append(p.logs, s.Text())
 			p.mu.Unlock()
@@ -81,7 +103,13 @@ func Start(bin, kubeconfig, kongURL string, args ...string) (*Process, error) {
 // if it failed, and a data race in konglet a failure.
 func StartForTest(t *testing.T, bin, kubeconfig, kongURL string, args ...string) *Process {
 	t.Helper()
-	p, err := Start(bin, kubeconfig, kongURL, args...)
+	return StartWithForTest(t, Options{}, bin, kubeconfig, kongURL, args...)
+}
+
+// StartWithForTest is StartForTest with Options.
+func StartWithForTest(t *testing.T, opts Options, bin, kubeconfig, kongURL string, args ...string) *Process {
+	t.Helper()
+	p, err := StartWith(opts, bin, kubeconfig, kongURL, args...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +154,8 @@ func (p *Process) Exited() bool {
 // Pid is the process id.
 func (p *Process) Pid() int { return p.cmd.Process.Pid }
 
-// Logs is everything the process wrote on stderr so far.
+// Logs is everything the process wrote on stderr so far (but the lines
+// Options.Take took).
 func (p *Process) Logs() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
