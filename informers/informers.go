@@ -60,6 +60,9 @@ type Cache struct {
 	secrets     corelisters.SecretLister
 	pods        corelisters.PodLister
 	hasPodScope bool
+	// externalNames, when set, allows ExternalName backends and resolves
+	// the names routes use.
+	externalNames *ExternalNames
 }
 
 // New sets up the informers; Start runs them.
@@ -308,6 +311,10 @@ func (c *Cache) Snapshot(controller string, kong snapshot.Kong, serviceUpstream 
 		}
 	}
 	s.PublishService = c.publishService(s)
+	if c.externalNames != nil {
+		s.AllowExternalName = true
+		s.ExternalNames = c.externalNames.Lookup(externalNamesUsed(s))
+	}
 	// Listers list in map order: a fixed order keeps "nothing changed"
 	// recognisable from one snapshot to the next (translate.Memo).
 	byName := func(a, b metav1.Object) int {
@@ -359,6 +366,10 @@ func (c *Cache) publishService(s *snapshot.Snapshot) *corev1.Service {
 	})
 	return candidates[0]
 }
+
+// AllowExternalNames lets routes use ExternalName Services, whose names
+// are resolved by names (konglet --allow-external-name).
+func (c *Cache) AllowExternalNames(names *ExternalNames) { c.externalNames = names }
 
 // String describes the scope for logs.
 func (s Scope) String() string {

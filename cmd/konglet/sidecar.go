@@ -45,6 +45,7 @@ type config struct {
 	listen          string
 	quiet, maxDelay time.Duration
 	serviceUpstream bool
+	externalName    bool
 	maxConfigBytes  int
 	logLevel        string
 	leaderElection  bool
@@ -67,6 +68,7 @@ func (c *config) flags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.quiet, "sync-quiet-period", 20*time.Millisecond, "a change after a pause this long syncs at once; closer changes are coalesced until they pause this long")
 	fs.DurationVar(&c.maxDelay, "sync-max-delay", 80*time.Millisecond, "but no later than this after the first change")
 	fs.BoolVar(&c.serviceUpstream, "service-upstream", false, "target Services by DNS name instead of Pod IPs (for a mesh); the Service annotation konglet.dev/upstream overrides it")
+	fs.BoolVar(&c.externalName, "allow-external-name", false, "let routes use ExternalName Services; konglet resolves their names every 30s and refuses addresses on loopback, link-local, cloud metadata, Kong Pods and other namespaces' ClusterIPs (docs/security.md)")
 	fs.IntVar(&c.maxConfigBytes, "max-config-bytes", 10<<20, "largest POST /config body sent to Kong (Kong's admin API refuses bodies above nginx_admin_client_max_body_size, 10m by default)")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.Float64Var(&c.kubeQPS, "kube-api-qps", 200, "requests per second to the API server (status writes come in bursts when many routes change)")
@@ -141,6 +143,11 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	if cfg.externalName {
+		names := informers.NewExternalNames(externalNameRefresh, cache.Notify)
+		cache.AllowExternalNames(names)
+		go names.Run(ctx)
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// This replica's name in Leases and Events: its Pod, else its host.
@@ -184,6 +191,11 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 		return err
 	}
 }
+
+// externalNameRefresh is how often ExternalName Services' names are
+// resolved again: DNS answers of external services change rarely, and each
+// change reaches Kong at the next resolution.
+const externalNameRefresh = 30 * time.Second
 
 func handler(reg *prometheus.Registry, ready func() bool) http.Handler {
 	mux := http.NewServeMux()

@@ -4,6 +4,8 @@
 package snapshot
 
 import (
+	"net/netip"
+
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -92,6 +94,20 @@ type Snapshot struct {
 	// ServiceUpstream targets Services by DNS name instead of Pod IPs, so that
 	// a mesh balances (DESIGN decision 9); a Service annotation overrides it.
 	ServiceUpstream bool
+	// AllowExternalName lets backendRefs name ExternalName Services. Off by
+	// default: a tenant's ExternalName can point anywhere, Kong's own admin
+	// API on loopback included.
+	AllowExternalName bool
+	// ExternalNames are the addresses konglet resolved for the names of the
+	// ExternalName Services that routes use (with AllowExternalName): Kong
+	// is given these checked addresses, never a name to resolve itself.
+	ExternalNames map[string]Resolution
+}
+
+// Resolution is what one DNS name resolved to, or why it did not.
+type Resolution struct {
+	Addrs []netip.Addr
+	Err   string
 }
 
 // Object finds an object of the snapshot by kind (Service or a route kind),

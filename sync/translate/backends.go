@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
@@ -25,6 +26,8 @@ type backend struct {
 	service *corev1.Service
 	port    corev1.ServicePort
 	weight  int32
+	// addrs are the host:port targets Kong connects to (checked).
+	addrs []string
 }
 
 // resolveBackend checks a backendRef the way the Gateway API asks: kind,
@@ -60,19 +63,23 @@ func (t *translation) resolveBackend(fromNamespace string, fromKind gwv1.Kind, r
 	if ref.Port == nil {
 		return backend{}, &refProblem{gwv1.RouteReasonUnsupportedValue, fmt.Sprintf("backendRef to Service %s/%s needs a port", ns, ref.Name)}
 	}
-	weight := int32(1)
+	b := backend{service: svc, port: corev1.ServicePort{Port: int32(*ref.Port)}, weight: 1}
 	if ref.Weight != nil {
-		weight = *ref.Weight
+		b.weight = *ref.Weight
 	}
-	if svc.Spec.Type == corev1.ServiceTypeExternalName {
-		return backend{service: svc, port: corev1.ServicePort{Port: int32(*ref.Port)}, weight: weight}, nil
-	}
-	for _, p := range svc.Spec.Ports {
-		if p.Port == int32(*ref.Port) {
-			return backend{service: svc, port: p, weight: weight}, nil
+	if svc.Spec.Type != corev1.ServiceTypeExternalName {
+		i := slices.IndexFunc(svc.Spec.Ports, func(p corev1.ServicePort) bool { return p.Port == int32(*ref.Port) })
+		if i < 0 {
+			return backend{}, &refProblem{gwv1.RouteReasonBackendNotFound, fmt.Sprintf("Service %s/%s has no port %d", ns, ref.Name, *ref.Port)}
 		}
+		b.port = svc.Spec.Ports[i]
 	}
-	return backend{}, &refProblem{gwv1.RouteReasonBackendNotFound, fmt.Sprintf("Service %s/%s has no port %d", ns, ref.Name, *ref.Port)}
+	addrs, problem := t.backendAddresses(b, fromNamespace, fromKind)
+	if problem != nil {
+		return backend{}, problem
+	}
+	b.addrs = addrs
+	return b, nil
 }
 
 // grantedTo tells whether a ReferenceGrant in toNamespace lets objects of
@@ -143,13 +150,12 @@ func (t *translation) targets(upstream string, backends []backend) []*declarativ
 	shares := make([]share, 0, len(backends))
 	most := 0.0
 	for _, b := range backends {
-		addrs := t.backendAddresses(b)
-		if len(addrs) == 0 {
+		if len(b.addrs) == 0 {
 			continue
 		}
-		w := float64(b.weight) / float64(len(addrs))
+		w := float64(b.weight) / float64(len(b.addrs))
 		most = max(most, w)
-		shares = append(shares, share{addrs, w})
+		shares = append(shares, share{b.addrs, w})
 	}
 	// Targets carry no tags (they are the most numerous entity): Kong's
 	// errors about one are traced through their upstream (Result.Owner).
@@ -177,33 +183,86 @@ func (t *translation) targets(upstream string, backends []backend) []*declarativ
 	return out
 }
 
-// backendAddresses lists host:port targets of a backend: ready Pod endpoints, or
-// the Service's DNS name in Service mode (for a mesh) and for ExternalName.
-func (t *translation) backendAddresses(b backend) []string {
+// backendAddresses lists host:port targets of a backend: ready Pod
+// endpoints, the Service's DNS name in Service mode (for a mesh), or the
+// checked addresses of an ExternalName. Every address a route author could
+// have chosen is checked (forbiddenTarget): one that is forbidden refuses
+// the whole backend, so the author sees why in the route's status.
+func (t *translation) backendAddresses(b backend, fromNamespace string, fromKind gwv1.Kind) ([]string, *refProblem) {
 	svc := b.service
 	if svc.Spec.Type == corev1.ServiceTypeExternalName {
-		return []string{net.JoinHostPort(svc.Spec.ExternalName, strconv.Itoa(int(b.port.Port)))}
+		return t.externalNameAddresses(b, fromNamespace, fromKind)
 	}
-	if t.serviceMode(svc) {
-		return []string{net.JoinHostPort(fmt.Sprintf("%s.%s.svc", svc.Name, svc.Namespace), strconv.Itoa(int(b.port.Port)))}
+	refuse := func(addr, why string) ([]string, *refProblem) {
+		return nil, &refProblem{gwv1.RouteReasonRefNotPermitted,
+			fmt.Sprintf("Service %s/%s has the endpoint address %s, %s: Kong never connects there", svc.Namespace, svc.Name, addr, why)}
 	}
+	serviceMode := t.serviceMode(svc)
 	var out []string
+	// In Service mode Kong reaches the endpoints through the Service's
+	// DNS name (a headless Service's name resolves to them): they are
+	// checked in both modes.
 	for _, slice := range t.snap.EndpointSlices[types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}] {
-		port, ok := slicePort(slice, b.port)
-		if !ok {
-			continue
+		if slice.AddressType == discoveryv1.AddressTypeFQDN {
+			continue // never targeted, and not published in DNS
 		}
+		port, portOK := slicePort(slice, b.port)
 		for _, ep := range slice.Endpoints {
-			if ep.Conditions.Ready != nil && !*ep.Conditions.Ready {
-				continue
-			}
+			ready := ep.Conditions.Ready == nil || *ep.Conditions.Ready
 			for _, addr := range ep.Addresses {
-				out = append(out, hostPort(addr, port))
+				ip, err := netip.ParseAddr(addr)
+				if err != nil {
+					return refuse(addr, "which is not an IP address")
+				}
+				if why := t.forbiddenTarget(ip, fromNamespace, fromKind); why != "" {
+					return refuse(addr, why)
+				}
+				if portOK && ready && !serviceMode {
+					out = append(out, hostPort(addr, port))
+				}
 			}
 		}
+	}
+	if serviceMode {
+		return []string{net.JoinHostPort(fmt.Sprintf("%s.%s.svc", svc.Name, svc.Namespace), strconv.Itoa(int(b.port.Port)))}, nil
 	}
 	slices.Sort(out)
-	return slices.Compact(out)
+	return slices.Compact(out), nil
+}
+
+// externalNameAddresses are the addresses of an ExternalName Service's
+// name, as konglet resolved them: Kong gets checked IP addresses, so a
+// name that resolves differently later (DNS rebinding) changes nothing
+// until konglet resolves and checks it again.
+func (t *translation) externalNameAddresses(b backend, fromNamespace string, fromKind gwv1.Kind) ([]string, *refProblem) {
+	svc, name := b.service, b.service.Spec.ExternalName
+	if !t.snap.AllowExternalName {
+		return nil, &refProblem{gwv1.RouteReasonRefNotPermitted, fmt.Sprintf(
+			"Service %s/%s is of type ExternalName, which this gateway does not allow (konglet --allow-external-name)", svc.Namespace, svc.Name)}
+	}
+	var addrs []netip.Addr
+	if ip, err := netip.ParseAddr(name); err == nil {
+		addrs = []netip.Addr{ip}
+	} else {
+		res, ok := t.snap.ExternalNames[name]
+		switch {
+		case !ok:
+			return nil, &refProblem{gwv1.RouteReasonBackendNotFound, fmt.Sprintf("Service %s/%s: the name %q is not resolved yet", svc.Namespace, svc.Name, name)}
+		case res.Err != "" || len(res.Addrs) == 0:
+			return nil, &refProblem{gwv1.RouteReasonBackendNotFound, fmt.Sprintf("Service %s/%s: the name %q does not resolve: %s", svc.Namespace, svc.Name, name, cmp.Or(res.Err, "no address"))}
+		}
+		addrs = res.Addrs
+	}
+	out := make([]string, 0, len(addrs))
+	for _, ip := range addrs {
+		if why := t.forbiddenTarget(ip, fromNamespace, fromKind); why != "" {
+			return nil, &refProblem{gwv1.RouteReasonRefNotPermitted, fmt.Sprintf(
+				"Service %s/%s: the ExternalName %q is at %s, %s: Kong never connects there", svc.Namespace, svc.Name, name, ip, why)}
+		}
+		out = append(out, hostPort(ip.Unmap().String(), b.port.Port))
+	}
+	slices.Sort(out)
+	return slices.Compact(out), nil
 }
 
 // hostPort is net.JoinHostPort for an endpoint address, in one allocation.

@@ -298,8 +298,14 @@ func traditionalFields(r *declarative.Route, host string, m gwv1.HTTPRouteMatch)
 		r.Headers = map[string][]string{}
 		for _, h := range m.Headers {
 			v := h.Value
-			if h.Type != nil && *h.Type == gwv1.HeaderMatchRegularExpression {
+			switch {
+			case h.Type != nil && *h.Type == gwv1.HeaderMatchRegularExpression:
 				v = "~*" + anchored(h.Value)
+			case strings.HasPrefix(v, "~*"):
+				// Kong reads a value that starts with ~* as a regex (~*.*
+				// matches anything): an exact one is written as a regex
+				// of its quoted self.
+				v = "~*" + anchored(regexp.QuoteMeta(h.Value))
 			}
 			r.Headers[string(h.Name)] = []string{v}
 		}

@@ -66,6 +66,10 @@ type sharedInputs struct {
 	kong            snapshot.Kong
 	serviceUpstream bool
 	refused         Refusals
+	// What decides whether a backend's addresses may be targets.
+	allowExternalName bool
+	externalNames     map[string]snapshot.Resolution
+	kongPodIPs        []string
 }
 
 // sharedInputsOf copies the lists and maps: the caller may reuse them.
@@ -79,6 +83,7 @@ func sharedInputsOf(s *snapshot.Snapshot, refused Refusals) sharedInputs {
 	if s.Pod != nil {
 		in.pod = s.Pod.UID
 	}
+	in.allowExternalName, in.externalNames, in.kongPodIPs = s.AllowExternalName, maps.Clone(s.ExternalNames), kongPodIPs(s)
 	return in
 }
 
@@ -88,7 +93,13 @@ func (a sharedInputs) equal(b sharedInputs) bool {
 		slices.Equal(a.grants, b.grants) &&
 		maps.Equal(a.namespaces, b.namespaces) && maps.Equal(a.secrets, b.secrets) &&
 		a.publishService == b.publishService && a.pod == b.pod && a.serviceUpstream == b.serviceUpstream &&
-		maps.Equal(a.refused, b.refused) && reflect.DeepEqual(a.kong, b.kong)
+		maps.Equal(a.refused, b.refused) && reflect.DeepEqual(a.kong, b.kong) &&
+		a.allowExternalName == b.allowExternalName && maps.EqualFunc(a.externalNames, b.externalNames, sameResolution) &&
+		slices.Equal(a.kongPodIPs, b.kongPodIPs)
+}
+
+func sameResolution(a, b snapshot.Resolution) bool {
+	return a.Err == b.Err && slices.Equal(a.Addrs, b.Addrs)
 }
 
 // sameSpec tells whether two versions of a Gateway API object have the same

@@ -5,8 +5,10 @@ package translate
 
 import (
 	"cmp"
+	"net/netip"
 	"slices"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -121,6 +123,10 @@ type translation struct {
 	memo, nextMemo map[*metav1.ObjectMeta]*routeMemo
 	recording      *recorder
 	listeners      []*listener
+	// clusterIPs index the Services by ClusterIP (built on first use).
+	clusterIPs map[netip.Addr]*corev1.Service
+	// kongPods are the IPs of this Kong Pod and its peers (built on first use).
+	kongPods map[netip.Addr]bool
 }
 
 func (t *translation) config() *declarative.Config {

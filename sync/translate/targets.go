@@ -1,0 +1,105 @@
+package translate
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/konglet/konglet/sync/snapshot"
+)
+
+// Addresses a route author may not make Kong connect to, whatever object
+// names them (an ExternalName, what its name resolves to, an EndpointSlice
+// the author wrote by hand): Kong's admin API listens on loopback without
+// authentication, and cloud metadata services answer on link-local and a
+// few fixed addresses with the node's credentials.
+var metadataAddresses = []netip.Addr{
+	netip.MustParseAddr("fd00:ec2::254"),   // AWS instance metadata over IPv6
+	netip.MustParseAddr("100.100.100.200"), // Alibaba Cloud metadata
+}
+
+var thisNetwork = netip.MustParsePrefix("0.0.0.0/8") // "this host" on Linux
+
+// forbiddenTarget says why Kong must never connect to addr on behalf of a
+// route in fromNamespace, or "" when it may.
+func (t *translation) forbiddenTarget(addr netip.Addr, fromNamespace string, fromKind gwv1.Kind) string {
+	addr = addr.Unmap()
+	switch {
+	case addr.IsLoopback():
+		return "a loopback address"
+	case addr.IsUnspecified() || thisNetwork.Contains(addr):
+		return "an unspecified address (this host)"
+	case addr.IsLinkLocalUnicast() || addr.IsLinkLocalMulticast() || addr.IsInterfaceLocalMulticast():
+		return "a link-local address (cloud metadata lives there)"
+	case addr.IsMulticast():
+		return "a multicast address"
+	}
+	for _, m := range metadataAddresses {
+		if addr == m {
+			return "a cloud metadata address"
+		}
+	}
+	if t.kongPodAddress(addr) {
+		return "the address of a Kong Pod"
+	}
+	if svc := t.serviceWithClusterIP(addr); svc != nil && svc.Namespace != fromNamespace &&
+		!t.grantedTo(fromNamespace, fromKind, svc.Namespace, kindService, svc.Name) {
+		return fmt.Sprintf("the ClusterIP of Service %s/%s, which no ReferenceGrant in namespace %s lets this route use", svc.Namespace, svc.Name, svc.Namespace)
+	}
+	return ""
+}
+
+// kongPodAddress tells whether addr belongs to this Kong Pod or a peer:
+// their status and metrics ports listen on the Pod IP.
+func (t *translation) kongPodAddress(addr netip.Addr) bool {
+	if t.kongPods == nil {
+		t.kongPods = map[netip.Addr]bool{}
+		for _, ip := range kongPodIPs(t.snap) {
+			if a, err := netip.ParseAddr(ip); err == nil {
+				t.kongPods[a.Unmap()] = true
+			}
+		}
+	}
+	return t.kongPods[addr]
+}
+
+// kongPodIPs lists the IPs of this Pod and its peers, sorted.
+func kongPodIPs(s *snapshot.Snapshot) []string {
+	var out []string
+	for _, p := range s.Pods {
+		for _, ip := range p.Status.PodIPs {
+			out = append(out, ip.IP)
+		}
+	}
+	if s.Pod != nil && !slices.Contains(s.Pods, s.Pod) {
+		for _, ip := range s.Pod.Status.PodIPs {
+			out = append(out, ip.IP)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// serviceWithClusterIP finds the Service that owns a ClusterIP. The API
+// server allocates ClusterIPs, so unlike an EndpointSlice's addresses they
+// cannot be claimed by another namespace. The index is built on first use.
+func (t *translation) serviceWithClusterIP(addr netip.Addr) *corev1.Service {
+	if t.clusterIPs == nil {
+		t.clusterIPs = map[netip.Addr]*corev1.Service{}
+		add := func(ip string, svc *corev1.Service) {
+			if a, err := netip.ParseAddr(ip); err == nil {
+				t.clusterIPs[a.Unmap()] = svc
+			}
+		}
+		for _, svc := range t.snap.Services {
+			add(svc.Spec.ClusterIP, svc) // older objects and hand-written input set only this one
+			for _, ip := range svc.Spec.ClusterIPs {
+				add(ip, svc)
+			}
+		}
+	}
+	return t.clusterIPs[addr]
+}

@@ -1,0 +1,172 @@
+package e2e
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/konglet/konglet/test/kongdouble"
+)
+
+// An escape is one way a route author could try to make Kong connect
+// somewhere it must not (its own admin API on loopback above all), and
+// what konglet must say about it on the route.
+type escape struct {
+	name      string
+	service   corev1.ServiceSpec
+	endpoints []string // addresses of a hand-written EndpointSlice
+	reason    string
+	message   string // a part of the ResolvedRefs message
+}
+
+// TestBackendEscapes: with ExternalName Services allowed, every backend
+// that would reach Kong's admin API, cloud metadata, "this host" or
+// another namespace's Service without a ReferenceGrant is refused on its
+// route with the reason, while a good route beside them is served; no
+// such address ever reaches Kong's configuration.
+func TestBackendEscapes(t *testing.T) {
+	kong := kongdouble.New(kongdouble.Options{})
+	defer kong.Close()
+	w := newWorld(t)
+	other := w.ns + "-b"
+	w.create(namespace(other))
+	w.create(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: other},
+		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "sql", Port: 5432}}}})
+	db, err := env.Kube.CoreV1().Services(other).Get(w.ctx, "db", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	externalName := func(name string) corev1.ServiceSpec {
+		return corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: name}
+	}
+	selectorless := corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "web", Port: 8001}}}
+	escapes := []escape{
+		{name: "name-localhost", service: externalName("localhost"), reason: "RefNotPermitted", message: "a loopback address"},
+		{name: "ip-loopback", service: externalName("127.0.0.1"), reason: "RefNotPermitted", message: "a loopback address"},
+		{name: "ip-metadata", service: externalName("169.254.169.254"), reason: "RefNotPermitted", message: "link-local"},
+		{name: "ip-unspecified", service: externalName("0.0.0.0"), reason: "RefNotPermitted", message: "unspecified"},
+		{name: "ip-other-clusterip", service: externalName(db.Spec.ClusterIP), reason: "RefNotPermitted", message: "the ClusterIP of Service " + other + "/db"},
+		{name: "name-unresolvable", service: externalName("nothing.konglet.invalid"), reason: "BackendNotFound", message: "does not resolve"},
+		{name: "slice-other-clusterip", service: selectorless, endpoints: []string{"198.18.0.30", db.Spec.ClusterIP}, reason: "RefNotPermitted", message: "the ClusterIP of Service " + other + "/db"},
+		// The API server itself refuses these in EndpointSlices today;
+		// konglet does not count on it.
+		{name: "slice-loopback", service: selectorless, endpoints: []string{"127.0.0.1"}, reason: "RefNotPermitted", message: "a loopback address"},
+		{name: "slice-metadata", service: selectorless, endpoints: []string{"169.254.169.254"}, reason: "RefNotPermitted", message: "link-local"},
+	}
+	w.backend(w.ns, "good", 80, 8080, "198.18.0.20")
+	w.create(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "partner", Namespace: w.ns}, Spec: externalName("192.0.2.10")})
+	var tried []escape
+	for _, e := range escapes {
+		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: e.name, Namespace: w.ns}, Spec: e.service}
+		if _, err := env.Kube.CoreV1().Services(w.ns).Create(w.ctx, svc, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("Service %s: %v", e.name, err)
+		}
+		if e.endpoints != nil {
+			var eps []discoveryv1.Endpoint
+			for _, a := range e.endpoints {
+				eps = append(eps, discoveryv1.Endpoint{Addresses: []string{a}})
+			}
+			slice := &discoveryv1.EndpointSlice{
+				ObjectMeta:  metav1.ObjectMeta{Name: e.name, Namespace: w.ns, Labels: map[string]string{discoveryv1.LabelServiceName: e.name}},
+				AddressType: discoveryv1.AddressTypeIPv4,
+				Ports:       []discoveryv1.EndpointPort{{Name: ptr("web"), Port: ptr(int32(8001))}},
+				Endpoints:   eps,
+			}
+			if _, err := env.Kube.DiscoveryV1().EndpointSlices(w.ns).Create(w.ctx, slice, metav1.CreateOptions{}); err != nil {
+				t.Logf("the API server refuses the EndpointSlice of %s itself: %v", e.name, err)
+				continue
+			}
+		}
+		tried = append(tried, e)
+		w.create(w.route(e.name, []string{e.name + ".example.com"}, gwv1.HTTPRouteRule{BackendRefs: []gwv1.HTTPBackendRef{backendRef("", e.name, 8001, 1)}}))
+	}
+	w.create(w.route("good", []string{"good.example.com"}, gwv1.HTTPRouteRule{BackendRefs: []gwv1.HTTPBackendRef{backendRef("", "good", 80, 1)}}))
+	w.create(w.route("partner", []string{"partner.example.com"}, gwv1.HTTPRouteRule{BackendRefs: []gwv1.HTTPBackendRef{backendRef("", "partner", 443, 1)}}))
+	startKonglet(t, kong, append(w.kongletArgs(), "--allow-external-name")...)
+
+	eventually(t, 10*time.Second, "the good route and the allowed ExternalName are served", func() error {
+		return errors.Join(expectTargets(kong, "good.example.com", "/", "198.18.0.20:8080")(),
+			expectTargets(kong, "partner.example.com", "/", "192.0.2.10:443")())
+	})
+	for _, e := range tried {
+		eventually(t, 10*time.Second, e.name+" is refused on its route", func() error {
+			p, err := w.routeParent(e.name)
+			if err != nil {
+				return err
+			}
+			c := cond(p.Conditions, "ResolvedRefs")
+			if c == nil || c.Status != metav1.ConditionFalse || c.Reason != e.reason || !strings.Contains(c.Message, e.message) {
+				return fmt.Errorf("ResolvedRefs %+v, want False/%s with %q", c, e.reason, e.message)
+			}
+			return nil
+		})
+	}
+	if err := noForbiddenTarget(kong.RawConfig()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestExternalNameOffByDefault: without --allow-external-name an
+// ExternalName backend is refused with a message that names the flag.
+func TestExternalNameOffByDefault(t *testing.T) {
+	kong := kongdouble.New(kongdouble.Options{})
+	defer kong.Close()
+	w := newWorld(t)
+	w.create(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "partner", Namespace: w.ns},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: "192.0.2.10"}})
+	w.create(w.route("partner", []string{"partner.example.com"}, gwv1.HTTPRouteRule{BackendRefs: []gwv1.HTTPBackendRef{backendRef("", "partner", 80, 1)}}))
+	startKonglet(t, kong, w.kongletArgs()...)
+	eventually(t, 10*time.Second, "the ExternalName backend is refused", func() error {
+		p, err := w.routeParent("partner")
+		if err != nil {
+			return err
+		}
+		c := cond(p.Conditions, "ResolvedRefs")
+		if c == nil || c.Reason != "RefNotPermitted" || !strings.Contains(c.Message, "--allow-external-name") {
+			return fmt.Errorf("ResolvedRefs %+v", c)
+		}
+		return nil
+	})
+	if err := noForbiddenTarget(kong.RawConfig()); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(kong.RawConfig()), "192.0.2.10") {
+		t.Fatal("the ExternalName's address reached Kong")
+	}
+}
+
+// noForbiddenTarget checks every target of a loaded configuration.
+func noForbiddenTarget(raw []byte) error {
+	var cfg struct {
+		Upstreams []struct {
+			Name    string `json:"name"`
+			Targets []struct {
+				Target string `json:"target"`
+			} `json:"targets"`
+		} `json:"upstreams"`
+	}
+	if err := json.Unmarshal(raw, &cfg); err != nil {
+		return err
+	}
+	for _, u := range cfg.Upstreams {
+		for _, target := range u.Targets {
+			ap, err := netip.ParseAddrPort(target.Target)
+			if err != nil {
+				return fmt.Errorf("upstream %s: target %q is not an address (Kong would resolve it)", u.Name, target.Target)
+			}
+			if a := ap.Addr().Unmap(); a.IsLoopback() || a.IsLinkLocalUnicast() || a.IsUnspecified() {
+				return fmt.Errorf("upstream %s targets %s", u.Name, target.Target)
+			}
+		}
+	}
+	return nil
+}
