@@ -90,11 +90,18 @@ func TestBackendEscapes(t *testing.T) {
 		w.create(w.route(e.name, []string{e.name + ".example.com"}, gwv1.HTTPRouteRule{BackendRefs: []gwv1.HTTPBackendRef{backendRef("", e.name, 8001, 1)}}))
 	}
 	w.create(w.route("good", []string{"good.example.com"}, gwv1.HTTPRouteRule{BackendRefs: []gwv1.HTTPBackendRef{backendRef("", "good", 80, 1)}}))
+	// A host rewrite changes the Host header Kong sends, never where it
+	// connects.
+	w.create(w.route("rewrite", []string{"rewrite.example.com"}, gwv1.HTTPRouteRule{
+		Filters: []gwv1.HTTPRouteFilter{{Type: gwv1.HTTPRouteFilterURLRewrite,
+			URLRewrite: &gwv1.HTTPURLRewriteFilter{Hostname: ptr(gwv1.PreciseHostname("localhost"))}}},
+		BackendRefs: []gwv1.HTTPBackendRef{backendRef("", "good", 80, 1)}}))
 	w.create(w.route("partner", []string{"partner.example.com"}, gwv1.HTTPRouteRule{BackendRefs: []gwv1.HTTPBackendRef{backendRef("", "partner", 443, 1)}}))
 	startKonglet(t, kong, append(w.kongletArgs(), "--allow-external-name")...)
 
 	eventually(t, 10*time.Second, "the good route and the allowed ExternalName are served", func() error {
 		return errors.Join(expectTargets(kong, "good.example.com", "/", "198.18.0.20:8080")(),
+			expectTargets(kong, "rewrite.example.com", "/", "198.18.0.20:8080")(),
 			expectTargets(kong, "partner.example.com", "/", "192.0.2.10:443")())
 	})
 	for _, e := range tried {
