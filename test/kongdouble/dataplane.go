@@ -142,7 +142,7 @@ type routeMatch struct {
 
 func (p *DataPlane) match(req Request) (routeMatch, bool) {
 	for range 3 {
-		dec, ok := p.d.Route(req)
+		dec, ok := p.d.route(req)
 		if !ok {
 			return routeMatch{}, false
 		}
@@ -218,7 +218,14 @@ func capturePath(n exprNode, ctx atcContext, path string, rm *routeMatch, negate
 
 func (p *DataPlane) serve(w http.ResponseWriter, r *http.Request, listenPort int, isTLS bool) {
 	start := time.Now()
-	req := requestFor(r, listenPort, isTLS)
+	req, lr, exit := p.d.rewrite(requestFor(r, listenPort, isTLS))
+	if lr != nil {
+		defer lr.close()
+	}
+	if exit != nil {
+		writeExit(w, exit, p.d.opts.Version, start)
+		return
+	}
 	rm, ok := p.match(req)
 	if !ok {
 		writeExit(w, jsonExit(http.StatusNotFound, "no Route matched with those values"), p.d.opts.Version, start)
@@ -229,21 +236,28 @@ func (p *DataPlane) serve(w http.ResponseWriter, r *http.Request, listenPort int
 		writeExit(w, protocolRedirect(dec.RedirectStatus, r), p.d.opts.Version, start)
 		return
 	}
+	// The Host and headers as the rewrite phase left them: Kong's router
+	// sets $upstream_host from $http_host for a preserve_host route.
 	out := &upstreamRequest{
 		method:  r.Method,
-		headers: r.Header.Clone(),
-		host:    r.Host,
+		headers: req.Headers.Clone(),
+		host:    req.Host,
 		path:    rawPath(r),
 		query:   r.URL.RawQuery,
 		hasArgs: r.URL.RawQuery != "" || r.URL.ForceQuery || strings.HasSuffix(r.RequestURI, "?"),
 	}
 	out.path = upstreamURI(dec, rm.matched, out.path)
 
-	var exit *kongExit
 	preflight := false
 	for _, pl := range dec.Plugins {
 		cfg, _ := pl["config"].(map[string]any)
 		switch pl["name"] {
+		case "pre-function", "post-function":
+			if lr == nil {
+				lr = p.d.luaRequest(&req)
+				defer lr.close()
+			}
+			exit = serverlessAccess(lr, cfg, dec, out, p.d.opts.UntrustedLua)
 		case "cors":
 			exit = corsAccess(cfg, r)
 			preflight = exit != nil || isPreflight(r)
@@ -279,6 +293,22 @@ func (p *DataPlane) serve(w http.ResponseWriter, r *http.Request, listenPort int
 		return
 	}
 	p.proxy(w, r, dec, out, headerFilter, start)
+}
+
+// serverlessAccess runs a serverless plugin's access phase between Kong's
+// access.before (the router set $upstream_host for a preserve_host route)
+// and access.after (a non-empty $upstream_host is the upstream Host).
+func serverlessAccess(lr *luaRequest, cfg map[string]any, dec Decision, out *upstreamRequest, untrustedLua string) *kongExit {
+	lr.upstreamHost = ""
+	if dec.PreserveHost || out.hostSet {
+		lr.upstreamHost = out.host
+	}
+	lr.headers = out.headers
+	exit := lr.runPhase(cfg, "access", untrustedLua)
+	if lr.upstreamHost != "" {
+		out.host, out.hostSet = lr.upstreamHost, true
+	}
+	return exit
 }
 
 func rawPath(r *http.Request) string {
