@@ -150,5 +150,11 @@ func TestHostNormalizerUpstreamHost(t *testing.T) {
 		if p.status != http.StatusOK || p.echo.Host != host {
 			t.Errorf("Host %q: %d, upstream Host %q, want the client's", host, p.status, p.echo.Host)
 		}
+		// Kong's X-Forwarded-Host is nginx's $host, its port the one the
+		// connection reached (8000 is Service port 80), with or without
+		// the plugin.
+		if h, port := p.echo.Headers.Get("X-Forwarded-Host"), p.echo.Headers.Get("X-Forwarded-Port"); h != "admin.example.com" || port != "80" {
+			t.Errorf("Host %q: X-Forwarded-Host %q, X-Forwarded-Port %q", host, h, port)
+		}
 	}
 }

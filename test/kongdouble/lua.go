@@ -189,22 +189,24 @@ func (lr *luaRequest) setHeader(L *lua.LState) int {
 		lr.headers.Set(name, value)
 		return 0
 	}
-	if value != "" && !nginxValidHost(value) {
+	if _, ok := nginxHost(value); value != "" && !ok {
 		L.RaiseError("attempt to set invalid host header")
 	}
 	lr.host, lr.hasHost = value, value != ""
 	return 0
 }
 
-// nginxValidHost is ngx_http_validate_host's verdict: no empty labels, no
-// path separators or control characters, and a name before any port.
-func nginxValidHost(h string) bool {
+// nginxHost is ngx_http_validate_host: the name nginx keeps as $host
+// (lowercased, without port and one trailing dot), and whether it accepts
+// the Host at all (no empty labels, path separators or control characters,
+// a name before any port).
+func nginxHost(h string) (string, bool) {
 	hostLen, dot, literal, rest := len(h), -1, false, false
 	for i := 0; i < len(h); i++ {
 		switch c := h[i]; {
 		case c == '.':
 			if dot == i-1 {
-				return false
+				return "", false
 			}
 			dot = i
 		case c == ':':
@@ -218,13 +220,13 @@ func nginxValidHost(h string) bool {
 				hostLen, rest = i+1, true
 			}
 		case c == '/' || c == '\\' || c <= 0x20 || c == 0x7f:
-			return false
+			return "", false
 		}
 	}
 	if dot == hostLen-1 {
 		hostLen--
 	}
-	return hostLen > 0
+	return strings.ToLower(h[:hostLen]), hostLen > 0
 }
 
 // runPhase runs the chunks of one phase of a serverless plugin config.

@@ -575,13 +575,9 @@ func (d *Double) requestContext(req Request, fields map[string]int) atcContext {
 	segments := strings.Split(strings.TrimPrefix(path, "/"), "/")
 	ctx["http.path.segments.len"] = []atcValue{{kind: vInt, num: int64(len(segments))}}
 
-	listen := d.listenPort(req)
-	dstPort := listen
-	switch {
-	case hasPort:
+	dstPort := d.hostPort(d.listenPort(req))
+	if hasPort {
 		dstPort = hostPort
-	case d.portMaps[listen] != 0:
-		dstPort = d.portMaps[listen]
 	}
 	ctx["net.dst.port"] = []atcValue{{kind: vInt, num: int64(dstPort)}}
 	srcIP, srcPort, dstIP := req.SrcIP, req.SrcPort, req.DstIP
@@ -592,7 +588,7 @@ func (d *Double) requestContext(req Request, fields map[string]int) atcContext {
 		srcPort = 40000
 	}
 	if dstIP == "" {
-		dstIP = d.listenIP(listen)
+		dstIP = d.listenIP(d.listenPort(req))
 	}
 	ctx["net.src.port"] = []atcValue{{kind: vInt, num: int64(srcPort)}}
 	if a, err := netip.ParseAddr(srcIP); err == nil {

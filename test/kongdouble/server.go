@@ -401,6 +401,15 @@ func (d *Double) listenPort(req Request) int {
 	return 8000
 }
 
+// hostPort is ctx.host_port: the port port_maps maps a listen port to,
+// else the listen port.
+func (d *Double) hostPort(listen int) int {
+	if p := d.portMaps[listen]; p != 0 {
+		return p
+	}
+	return listen
+}
+
 func (d *Double) listenIP(port int) string {
 	for _, l := range d.opts.ProxyListeners {
 		if l.Port == port && l.IP != "0.0.0.0" && l.IP != "::" && l.IP != "[::]" {
