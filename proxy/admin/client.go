@@ -56,6 +56,9 @@ type Info struct {
 	// PortMaps maps a host (Service) port to the Kong listen port it reaches.
 	PortMaps       map[int]int
 	EnabledPlugins map[string]bool
+	// UntrustedLua is kong.conf's untrusted_lua: whether Kong runs the Lua
+	// of serverless plugins ("" when GET / does not say).
+	UntrustedLua string
 }
 
 // rootAnswer is the part of GET / konglet reads; the listeners are inside
@@ -71,6 +74,7 @@ type rootAnswer struct {
 		PortMaps        json.RawMessage `json:"port_maps"`
 		ProxyListeners  []Listen        `json:"proxy_listeners"`
 		StreamListeners []Listen        `json:"stream_listeners"`
+		UntrustedLua    string          `json:"untrusted_lua"`
 	} `json:"configuration"`
 }
 
@@ -92,6 +96,7 @@ func (c *Client) Info(ctx context.Context) (Info, error) {
 		StreamListeners: root.Configuration.StreamListeners,
 		PortMaps:        parsePortMaps(root.Configuration.PortMaps),
 		EnabledPlugins:  map[string]bool{},
+		UntrustedLua:    root.Configuration.UntrustedLua,
 	}
 	if info.RouterFlavor == "" {
 		info.RouterFlavor = "traditional_compatible"

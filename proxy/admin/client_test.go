@@ -23,7 +23,7 @@ func client(t *testing.T, kong *kongdouble.Double) *admin.Client {
 }
 
 func TestInfoReadsListenersFlavorAndPortMaps(t *testing.T) {
-	kong := kongdouble.New(kongdouble.Options{RouterFlavor: "expressions", PortMaps: []string{"80:8000", "443:8443"}})
+	kong := kongdouble.New(kongdouble.Options{RouterFlavor: "expressions", PortMaps: []string{"80:8000", "443:8443"}, UntrustedLua: "off"})
 	defer kong.Close()
 	info, err := client(t, kong).Info(context.Background())
 	if err != nil {
@@ -37,6 +37,9 @@ func TestInfoReadsListenersFlavorAndPortMaps(t *testing.T) {
 	}
 	if !info.EnabledPlugins["request-transformer"] {
 		t.Fatalf("enabled plugins = %v", info.EnabledPlugins)
+	}
+	if info.UntrustedLua != "off" {
+		t.Fatalf("untrusted_lua = %q", info.UntrustedLua)
 	}
 }
 

@@ -21,6 +21,8 @@ type Config struct {
 	Services      []*Service     `json:"services,omitempty"`
 	Upstreams     []*Upstream    `json:"upstreams,omitempty"`
 	Certificates  []*Certificate `json:"certificates,omitempty"`
+	// Plugins are global: they run for every request.
+	Plugins []*Plugin `json:"plugins,omitempty"`
 }
 
 // Service is a Kong service: where matched requests go. Services, routes

@@ -23,6 +23,7 @@ func Marshal(c *Config) ([]byte, error) {
 	list(&e, "services", c.Services, e.service)
 	list(&e, "upstreams", c.Upstreams, e.upstream)
 	list(&e, "certificates", c.Certificates, e.certificate)
+	list(&e, "plugins", c.Plugins, e.plugin)
 	e.raw("}")
 	return e.buf, e.err
 }

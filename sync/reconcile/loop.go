@@ -380,6 +380,7 @@ func KongFromInfo(info admin.Info) snapshot.Kong {
 		PortMaps:       info.PortMaps,
 		EnabledPlugins: info.EnabledPlugins,
 		PluginsKnown:   true,
+		UntrustedLua:   info.UntrustedLua,
 	}
 	for _, l := range info.ProxyListeners {
 		k.ProxyListens = append(k.ProxyListens, snapshot.Listen{Port: l.Port, SSL: l.SSL, HTTP2: l.HTTP2})

@@ -43,6 +43,9 @@ type Kong struct {
 	PortMaps       map[int]int // host (Service) port -> Kong listen port
 	EnabledPlugins map[string]bool
 	PluginsKnown   bool // false when GET / was not read (offline): every plugin counts as enabled
+	// UntrustedLua is kong.conf's untrusted_lua ("sandbox" by default, "on"
+	// or "off"): whether Kong runs the Lua of pre-function plugins.
+	UntrustedLua string
 }
 
 // DefaultKong is the Kong that the Helm chart installs by default, used when
@@ -54,13 +57,21 @@ func DefaultKong(flavor string) Kong {
 			{Port: DefaultKongHTTPListenPort},
 			{Port: DefaultKongHTTPSListenPort, SSL: true, HTTP2: true},
 		},
-		PortMaps: map[int]int{80: DefaultKongHTTPListenPort, 443: DefaultKongHTTPSListenPort},
+		PortMaps:     map[int]int{80: DefaultKongHTTPListenPort, 443: DefaultKongHTTPSListenPort},
+		UntrustedLua: "sandbox",
 	}
 }
 
 // PluginEnabled tells whether Kong would accept a plugin of that name.
 func (k Kong) PluginEnabled(name string) bool {
 	return !k.PluginsKnown || k.EnabledPlugins[name]
+}
+
+// LuaAllowed tells whether Kong would run the Lua of a pre-function plugin:
+// the plugin is enabled and untrusted_lua lets Lua run (Kong accepts such a
+// plugin with untrusted_lua=off, then fails every request that reaches it).
+func (k Kong) LuaAllowed() bool {
+	return k.PluginEnabled("pre-function") && (k.UntrustedLua == "sandbox" || k.UntrustedLua == "on")
 }
 
 // Snapshot is everything one translation reads.

@@ -15,7 +15,10 @@ import (
 // only in part are not claimed: redirects that keep the request's hostname
 // (Kong's redirect plugin has a fixed location) and CORS (Kong's cors
 // plugin answers preflights differently from the Gateway API).
-func supportedFeatures(flavor string) []gwv1.SupportedFeature {
+// GatewayHTTPListenerIsolation needs the expressions router (exclusions and
+// net.dst.port) and the Host normalizer (hostplugin.go): without it a Host
+// header can name another listener's port or slip past an exclusion.
+func supportedFeatures(kong snapshot.Kong) []gwv1.SupportedFeature {
 	names := []features.FeatureName{
 		features.SupportGateway, features.SupportReferenceGrant,
 		features.SupportHTTPRoute, features.SupportGRPCRoute,
@@ -24,9 +27,11 @@ func supportedFeatures(flavor string) []gwv1.SupportedFeature {
 		features.SupportHTTPRouteHostRewrite, features.SupportHTTPRouteBackendTimeout,
 		features.SupportHTTPRouteParentRefPort, features.SupportHTTPRouteNamedRouteRule, features.SupportGRPCRouteNamedRouteRule,
 	}
-	if flavor == snapshot.RouterExpressions {
-		names = append(names, features.SupportGatewayHTTPListenerIsolation, features.SupportHTTPRouteQueryParamMatching,
-			features.SupportHTTPRoutePathRewrite)
+	if kong.RouterFlavor == snapshot.RouterExpressions {
+		names = append(names, features.SupportHTTPRouteQueryParamMatching, features.SupportHTTPRoutePathRewrite)
+		if kong.LuaAllowed() {
+			names = append(names, features.SupportGatewayHTTPListenerIsolation)
+		}
 	}
 	slices.Sort(names)
 	out := make([]gwv1.SupportedFeature, len(names))

@@ -90,7 +90,7 @@ func (t *translation) gatewayClasses() {
 		t.status.GatewayClasses[name] = gwv1.GatewayClassStatus{
 			Conditions: []metav1.Condition{condition(string(gwv1.GatewayClassConditionStatusAccepted), true,
 				string(gwv1.GatewayClassReasonAccepted), "Handled by konglet", class.Generation)},
-			SupportedFeatures: supportedFeatures(t.snap.Kong.RouterFlavor),
+			SupportedFeatures: supportedFeatures(t.snap.Kong),
 		}
 	}
 }
@@ -392,7 +392,7 @@ func (t *translation) finishGateways() {
 		if g.obj.Spec.AllowedListeners != nil {
 			st.AttachedListenerSets = ptr(int32(t.finishListenerSets(g)))
 		}
-		accepted := condition(string(gwv1.GatewayConditionAccepted), true, string(gwv1.GatewayReasonAccepted), t.routerNote(), gen)
+		accepted := condition(string(gwv1.GatewayConditionAccepted), true, string(gwv1.GatewayReasonAccepted), t.routerNote(g), gen)
 		programmed := condition(string(gwv1.GatewayConditionProgrammed), true, string(gwv1.GatewayReasonProgrammed), "", gen)
 		switch {
 		case valid == 0:
@@ -427,13 +427,28 @@ func (l *listener) status() gwv1.ListenerStatus {
 	}
 }
 
-// routerNote says, on the Gateway, what Kong's router flavor cannot do.
-func (t *translation) routerNote() string {
-	if t.snap.Kong.RouterFlavor == snapshot.RouterExpressions {
+// routerNote says, on the Gateway, what Kong's router flavor cannot do, and
+// where listeners could be isolated, whether Kong lets konglet do it.
+func (t *translation) routerNote(g *gateway) string {
+	if t.snap.Kong.RouterFlavor != snapshot.RouterExpressions {
+		return fmt.Sprintf("Kong's router_flavor is %s: listeners are not isolated from each other, precedence between routes is approximate and query parameter matches are refused; set router_flavor=expressions for full Gateway API semantics",
+			t.snap.Kong.RouterFlavor)
+	}
+	if t.hostsNormalized() || httpListeners(g) < 2 {
 		return ""
 	}
-	return fmt.Sprintf("Kong's router_flavor is %s: listeners are not isolated by port, precedence between routes is approximate and query parameter matches are refused; set router_flavor=expressions for full Gateway API semantics",
-		t.snap.Kong.RouterFlavor)
+	return "listeners are not isolated from each other: Kong's router takes the port from the Host header and keeps a trailing dot, and konglet's pre-function plugin that removes both cannot run (pre-function is not enabled, or untrusted_lua is off); enable pre-function with untrusted_lua=sandbox"
+}
+
+// httpListeners counts the Gateway's usable HTTP and HTTPS listeners.
+func httpListeners(g *gateway) int {
+	n := 0
+	for _, l := range g.all() {
+		if l.usable() && (l.kongProtocol == "http" || l.kongProtocol == "https") {
+			n++
+		}
+	}
+	return n
 }
 
 // addresses are the publish Service's (DESIGN decision 5).

@@ -21,9 +21,9 @@ type placement struct {
 	// listener isolation).
 	excluded []string
 	// matchPort is false when one port carries all listeners of the
-	// protocol: Kong takes net.dst.port from the Host header when it names
-	// a port, so matching it is only worth its risk where ports must be
-	// told apart.
+	// protocol: without the Host normalizer (hostplugin.go), Kong takes
+	// net.dst.port from a port in the Host header, so matching it is only
+	// worth its risk where ports must be told apart.
 	matchPort bool
 }
 

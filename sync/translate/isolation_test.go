@@ -2,11 +2,16 @@ package translate_test
 
 import (
 	"net/http"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/types"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+	"sigs.k8s.io/gateway-api/pkg/features"
 
+	"github.com/konglet/konglet/proxy/declarative"
 	"github.com/konglet/konglet/sync/snapshot"
 	"github.com/konglet/konglet/sync/translate"
 	"github.com/konglet/konglet/test/kongdouble"
@@ -33,7 +38,7 @@ apiVersion: v1
 kind: Service
 metadata: {name: kong-proxy, namespace: ns}
 spec:
-  ports: [{name: a, port: 80, targetPort: 8000}, {name: b, port: 8080, targetPort: 8000}]
+  ports: [{name: a, port: 80, targetPort: 8000}, {name: b, port: 8080, targetPort: 8001}]
 ---
 apiVersion: v1
 kind: Service
@@ -71,42 +76,106 @@ spec:
 
 // TestListenerIsolation: a request is served only by routes of the most
 // specific listener that matches its port and hostname, never by a route of
-// a broader listener, even when that route would match it better.
+// a broader listener, even when that route would match it better, nor by a
+// route of another port's listener, whatever port its Host header names.
 func TestListenerIsolation(t *testing.T) {
-	var objs snapshot.Objects
-	if err := objs.Decode(strings.NewReader(isolationInput), "isolation"); err != nil {
-		t.Fatal(err)
-	}
-	snap := objs.Build(snapshot.DefaultControllerName, nil, types.NamespacedName{Namespace: "ns", Name: "kong-proxy"}, snapshot.DefaultKong(snapshot.RouterExpressions))
+	snap := isolationSnapshot(t, snapshot.DefaultKong(snapshot.RouterExpressions))
 	doc, err := declarativeJSON(translate.Translate(snap, nil))
 	if err != nil {
 		t.Fatal(err)
 	}
-	kong := kongdouble.New(kongdouble.Options{PortMaps: []string{}})
+	kong := kongdouble.New(kongdouble.Options{
+		ProxyListeners: []kongdouble.Listener{{IP: "0.0.0.0", Port: 8000}, {IP: "0.0.0.0", Port: 8001}},
+		PortMaps:       []string{"80:8000", "8080:8001"},
+	})
 	defer kong.Close()
 	if status, body := load(kong, doc); status != http.StatusCreated {
 		t.Fatalf("Kong refused: %d %s", status, body)
 	}
 	for _, c := range []struct {
+		port       int // Kong's listen: 8000 is port 80, 8001 is 8080
 		host, path string
 		want       string // ns/route, "" for 404
 	}{
-		{"foo.example.com:80", "/only", "ns/on-exact"},
-		{"foo.example.com:80", "/elsewhere", ""}, // not the wildcard's, not the catch-all's
-		{"bar.example.com:80", "/elsewhere", "ns/on-wildcard"},
-		{"a.b.example.com:80", "/", "ns/on-wildcard"},
-		{"example.org:80", "/only", "ns/on-any"},
-		{"foo.example.com:8080", "/port", "ns/on-other-port"},
-		{"foo.example.com:8080", "/only", ""},    // the exact listener is on port 80 only
-		{"example.org:80", "/port", "ns/on-any"}, // the other port's route is not on 80
+		{8000, "foo.example.com", "/only", "ns/on-exact"},
+		{8000, "foo.example.com", "/elsewhere", ""}, // not the wildcard's, not the catch-all's
+		{8000, "bar.example.com", "/elsewhere", "ns/on-wildcard"},
+		{8000, "a.b.example.com", "/", "ns/on-wildcard"},
+		{8000, "example.org", "/only", "ns/on-any"},
+		{8001, "foo.example.com", "/port", "ns/on-other-port"},
+		{8001, "foo.example.com", "/only", ""},      // the exact listener is on port 80 only
+		{8000, "example.org", "/port", "ns/on-any"}, // the other port's route is not on 80
+		// a Host that names the other port, or ends with a dot, changes nothing
+		{8000, "example.org:8080", "/port", "ns/on-any"},
+		{8001, "foo.example.com:80", "/only", ""},
+		{8000, "foo.example.com.", "/elsewhere", ""},
+		{8000, "foo.example.com.:8080", "/only", "ns/on-exact"},
+		{8000, "FOO.example.com.", "/only", "ns/on-exact"},
 	} {
-		d, ok := kong.Route(kongdouble.Request{ListenPort: 8000, Host: c.host, Path: c.path, Method: "GET"})
+		d, ok := kong.Route(kongdouble.Request{ListenPort: c.port, Host: c.host, Path: c.path, Method: "GET"})
 		got := ""
 		if ok {
 			got = strings.Join(strings.Split(ruleOf(d.RouteName), "/")[:2], "/")
 		}
 		if got != c.want {
-			t.Errorf("%s%s: served by %q, want %q", c.host, c.path, got, c.want)
+			t.Errorf("%d %s%s: served by %q, want %q", c.port, c.host, c.path, got, c.want)
 		}
 	}
+}
+
+func isolationSnapshot(t *testing.T, kong snapshot.Kong) *snapshot.Snapshot {
+	t.Helper()
+	var objs snapshot.Objects
+	if err := objs.Decode(strings.NewReader(isolationInput), "isolation"); err != nil {
+		t.Fatal(err)
+	}
+	kong.ProxyListens = append(kong.ProxyListens, snapshot.Listen{Port: 8001})
+	kong.PortMaps = map[int]int{80: 8000, 8080: 8001, 443: 8443}
+	return objs.Build(snapshot.DefaultControllerName, nil, types.NamespacedName{Namespace: "ns", Name: "kong-proxy"}, kong)
+}
+
+// TestIsolationNeedsLua: where Kong cannot run the Host normalizer, konglet
+// sends no Lua, claims no listener isolation, and says why on a Gateway with
+// several HTTP listeners; where it can, the plugin's code is the same
+// whatever the objects say (nothing is spliced into it).
+func TestIsolationNeedsLua(t *testing.T) {
+	bundled := map[string]bool{"pre-function": true, "request-transformer": true, "request-termination": true}
+	for _, c := range []struct {
+		name      string
+		kong      func(*snapshot.Kong)
+		isolation bool
+	}{
+		{"offline", func(*snapshot.Kong) {}, true},
+		{"sandbox", func(k *snapshot.Kong) { k.PluginsKnown, k.EnabledPlugins, k.UntrustedLua = true, bundled, "sandbox" }, true},
+		{"on", func(k *snapshot.Kong) { k.PluginsKnown, k.EnabledPlugins, k.UntrustedLua = true, bundled, "on" }, true},
+		{"untrusted_lua off", func(k *snapshot.Kong) { k.PluginsKnown, k.EnabledPlugins, k.UntrustedLua = true, bundled, "off" }, false},
+		{"untrusted_lua unknown", func(k *snapshot.Kong) { k.PluginsKnown, k.EnabledPlugins, k.UntrustedLua = true, bundled, "" }, false},
+		{"pre-function not enabled", func(k *snapshot.Kong) {
+			k.PluginsKnown, k.EnabledPlugins, k.UntrustedLua = true, map[string]bool{"request-termination": true}, "sandbox"
+		}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			kong := snapshot.DefaultKong(snapshot.RouterExpressions)
+			c.kong(&kong)
+			res := translate.Translate(isolationSnapshot(t, kong), nil)
+			claimed := slices.ContainsFunc(res.Status.GatewayClasses["konglet"].SupportedFeatures, func(f gwv1.SupportedFeature) bool {
+				return f.Name == gwv1.FeatureName(features.SupportGatewayHTTPListenerIsolation)
+			})
+			accepted := res.Status.Gateways[types.NamespacedName{Namespace: "ns", Name: "gw"}].Conditions[0]
+			noted := strings.Contains(accepted.Message, "not isolated")
+			if claimed != c.isolation || noted == c.isolation || (len(res.Config.Plugins) == 1) != c.isolation {
+				t.Fatalf("isolation claimed %v, noted %v (%q), plugins %d; want isolation %v",
+					claimed, noted, accepted.Message, len(res.Config.Plugins), c.isolation)
+			}
+			if c.isolation && !reflect.DeepEqual(res.Config.Plugins, hostNormalizer(t)) {
+				t.Fatal("the plugin differs from one Kong to another")
+			}
+		})
+	}
+}
+
+// hostNormalizer is the global plugin of a translation with the default
+// Kong (the fuzz target holds every other translation's to it).
+func hostNormalizer(t *testing.T) []*declarative.Plugin {
+	return translate.Translate(isolationSnapshot(t, snapshot.DefaultKong(snapshot.RouterExpressions)), nil).Config.Plugins
 }

@@ -144,6 +144,7 @@ func (t *translation) config() *declarative.Config {
 	}
 	slices.SortFunc(cfg.Upstreams, func(a, b *declarative.Upstream) int { return cmp.Compare(a.Name, b.Name) })
 	cfg.Certificates = t.certificates()
+	cfg.Plugins = t.globalPlugins()
 	if len(cfg.Services) == 0 && len(cfg.Upstreams) == 0 && len(cfg.Certificates) == 0 {
 		// Kong counts a config without entities as none: its /status/ready
 		// stays 503 and its hash stays zero. One idle upstream makes "no

@@ -142,7 +142,7 @@ type routeMatch struct {
 
 func (p *DataPlane) match(req Request) (routeMatch, bool) {
 	for range 3 {
-		dec, ok := p.d.Route(req)
+		dec, ok := p.d.route(req)
 		if !ok {
 			return routeMatch{}, false
 		}
@@ -218,7 +218,14 @@ func capturePath(n exprNode, ctx atcContext, path string, rm *routeMatch, negate
 
 func (p *DataPlane) serve(w http.ResponseWriter, r *http.Request, listenPort int, isTLS bool) {
 	start := time.Now()
-	req := requestFor(r, listenPort, isTLS)
+	req, lr, exit := p.d.rewrite(requestFor(r, listenPort, isTLS))
+	if lr != nil {
+		defer lr.close()
+	}
+	if exit != nil {
+		writeExit(w, exit, p.d.opts.Version, start)
+		return
+	}
 	rm, ok := p.match(req)
 	if !ok {
 		writeExit(w, jsonExit(http.StatusNotFound, "no Route matched with those values"), p.d.opts.Version, start)
@@ -229,21 +236,30 @@ func (p *DataPlane) serve(w http.ResponseWriter, r *http.Request, listenPort int
 		writeExit(w, protocolRedirect(dec.RedirectStatus, r), p.d.opts.Version, start)
 		return
 	}
+	// The Host and headers as the rewrite phase left them: Kong's router
+	// sets $upstream_host from $http_host for a preserve_host route.
 	out := &upstreamRequest{
 		method:  r.Method,
-		headers: r.Header.Clone(),
-		host:    r.Host,
+		headers: req.Headers.Clone(),
+		host:    req.Host,
+		fwdHost: forwardedHost(req.Host),
+		fwdPort: strconv.Itoa(p.d.hostPort(listenPort)),
 		path:    rawPath(r),
 		query:   r.URL.RawQuery,
 		hasArgs: r.URL.RawQuery != "" || r.URL.ForceQuery || strings.HasSuffix(r.RequestURI, "?"),
 	}
 	out.path = upstreamURI(dec, rm.matched, out.path)
 
-	var exit *kongExit
 	preflight := false
 	for _, pl := range dec.Plugins {
 		cfg, _ := pl["config"].(map[string]any)
 		switch pl["name"] {
+		case "pre-function", "post-function":
+			if lr == nil {
+				lr = p.d.luaRequest(&req)
+				defer lr.close()
+			}
+			exit = serverlessAccess(lr, cfg, dec, out, p.d.opts.UntrustedLua)
 		case "cors":
 			exit = corsAccess(cfg, r)
 			preflight = exit != nil || isPreflight(r)
@@ -279,6 +295,22 @@ func (p *DataPlane) serve(w http.ResponseWriter, r *http.Request, listenPort int
 		return
 	}
 	p.proxy(w, r, dec, out, headerFilter, start)
+}
+
+// serverlessAccess runs a serverless plugin's access phase between Kong's
+// access.before (the router set $upstream_host for a preserve_host route)
+// and access.after (a non-empty $upstream_host is the upstream Host).
+func serverlessAccess(lr *luaRequest, cfg map[string]any, dec Decision, out *upstreamRequest, untrustedLua string) *kongExit {
+	lr.upstreamHost = ""
+	if dec.PreserveHost || out.hostSet {
+		lr.upstreamHost = out.host
+	}
+	lr.headers = out.headers
+	exit := lr.runPhase(cfg, "access", untrustedLua)
+	if lr.upstreamHost != "" {
+		out.host, out.hostSet = lr.upstreamHost, true
+	}
+	return exit
 }
 
 func rawPath(r *http.Request) string {
@@ -324,9 +356,12 @@ type upstreamRequest struct {
 	headers http.Header
 	host    string // the Host header when preserve_host (or set by a plugin)
 	hostSet bool   // a plugin set the upstream Host
-	path    string // upstream_uri without the query
-	query   string
-	hasArgs bool
+	// fwdHost and fwdPort are X-Forwarded-Host and -Port: nginx's $host
+	// once the rewrite phase ran, and the port the connection reached.
+	fwdHost, fwdPort string
+	path             string // upstream_uri without the query
+	query            string
+	hasArgs          bool
 }
 
 // upstreamURI is Kong's upstream_uri for path_handling v0
@@ -942,7 +977,7 @@ func (p *DataPlane) proxy(w http.ResponseWriter, r *http.Request, dec Decision, 
 		req.URL = upURL
 		req.RequestURI = ""
 		req.Host = host
-		req.Header = forwardedHeaders(r, out.headers, host)
+		req.Header = forwardedHeaders(r, out)
 		if body != nil {
 			req.Body = io.NopCloser(bytes.NewReader(body))
 			req.ContentLength = int64(len(body))
@@ -1036,9 +1071,10 @@ func isHopByHop(k string) bool {
 
 // forwardedHeaders are the request headers Kong sends upstream: the
 // client's (after plugins) with X-Forwarded-* and X-Real-IP set
-// (kong/runloop/handler.lua access.after, trusted_ips empty).
-func forwardedHeaders(r *http.Request, h http.Header, host string) http.Header {
-	out := h.Clone()
+// (kong/runloop/handler.lua access.before/after, trusted_ips empty: the
+// host is $host, the port ctx.host_port, never what the Host header says).
+func forwardedHeaders(r *http.Request, up *upstreamRequest) http.Header {
+	out := up.headers.Clone()
 	te := out.Get("Te")
 	for _, k := range hopByHop {
 		if k != "Upgrade" && k != "Connection" {
@@ -1057,27 +1093,22 @@ func forwardedHeaders(r *http.Request, h http.Header, host string) http.Header {
 	if r.TLS != nil {
 		proto = "https"
 	}
-	fwdHost, port, err := net.SplitHostPort(r.Host)
-	if err != nil {
-		fwdHost = r.Host
-		port = "80"
-		if r.TLS != nil {
-			port = "443"
-		}
-		if a, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
-			if _, p, err := net.SplitHostPort(a.String()); err == nil {
-				port = p
-			}
-		}
-	}
 	out.Set("X-Real-IP", clientIP)
 	out.Set("X-Forwarded-For", clientIP)
 	out.Set("X-Forwarded-Proto", proto)
-	out.Set("X-Forwarded-Host", fwdHost)
-	out.Set("X-Forwarded-Port", port)
+	out.Set("X-Forwarded-Host", up.fwdHost)
+	out.Set("X-Forwarded-Port", up.fwdPort)
 	out.Set("X-Forwarded-Path", r.URL.Path)
-	_ = host
 	return out
+}
+
+// forwardedHost is nginx's $host for a Host header: the server_name
+// ("kong" in Kong's template) when there is none.
+func forwardedHost(host string) string {
+	if name, ok := nginxHost(host); ok {
+		return name
+	}
+	return "kong"
 }
 
 // ---- TLS ----

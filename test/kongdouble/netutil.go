@@ -2,6 +2,7 @@ package kongdouble
 
 import (
 	"fmt"
+	"math"
 	"net/netip"
 	"regexp"
 	"strconv"
@@ -330,16 +331,52 @@ func validateTag(tag string) string {
 	return ""
 }
 
-// splitHostPort is the router's split_host_port: only a numeric suffix after
-// the first ':' counts as a port.
+// splitHostPort is the router's split_host_port: what follows the first ':'
+// is a port when Lua's tonumber reads a number there (so " 80", "0x50" and
+// "80.9" are ports, and "[::1]:80" has none: "::1]:80" is no number).
 func splitHostPort(h string) (string, int, bool) {
 	i := strings.Index(h, ":")
 	if i < 0 {
 		return h, 0, false
 	}
-	p, err := strconv.Atoi(h[i+1:])
-	if err != nil {
+	v, ok := luaNumber(h[i+1:])
+	if !ok {
 		return h, 0, false
 	}
-	return h[:i], p, true
+	return h[:i], int(v), true
+}
+
+var (
+	reLuaDecimal = regexp.MustCompile(`^([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?$`)
+	reLuaHex     = regexp.MustCompile(`^0[xX]([0-9a-fA-F]+\.?[0-9a-fA-F]*|\.[0-9a-fA-F]+)([pP][+-]?[0-9]+)?$`)
+)
+
+// luaNumber is LuaJIT's tonumber of a string (lj_strscan): surrounding
+// whitespace, a sign, decimal or hexadecimal, fraction and exponent. The
+// value is truncated towards zero as the router's integer fields take it;
+// inf, nan and values beyond int32 (no port, and the double does not model
+// how the router would wrap them) count as no number.
+func luaNumber(s string) (float64, bool) {
+	body := strings.Trim(s, " \t\n\v\f\r")
+	neg := strings.HasPrefix(body, "-")
+	if neg || strings.HasPrefix(body, "+") {
+		body = body[1:]
+	}
+	text := body
+	switch {
+	case reLuaHex.MatchString(body):
+		if !strings.ContainsAny(body, "pP") {
+			text += "p0" // Go reads hexadecimal floats only with an exponent
+		}
+	case !reLuaDecimal.MatchString(body):
+		return 0, false
+	}
+	v, err := strconv.ParseFloat(text, 64)
+	if err != nil || math.Abs(v) > math.MaxInt32 {
+		return 0, false
+	}
+	if neg {
+		v = -v
+	}
+	return math.Trunc(v), true
 }

@@ -49,6 +49,10 @@ func pluginSubschema(name string) *subschema {
 	case "cors":
 		fields["consumer"] = foreignField("consumer", "consumers", eqNull())
 		config = corsConfig()
+	case "pre-function", "post-function":
+		protocols = protocolsField(protocolNames)
+		fields["consumer"] = foreignField("consumer", "consumers", eqNull())
+		config = serverlessConfig(name)
 	default:
 		protocols = protocolsField(protocolNames)
 	}
@@ -58,6 +62,8 @@ func pluginSubschema(name string) *subschema {
 		cfg = fld("config", tRecord, dflt(map[string]any{}))
 	case name == "request-termination":
 		cfg.custom = requestTerminationCheck
+	case name == "pre-function" || name == "post-function":
+		cfg.custom = serverlessCheck
 	}
 	fields["config"] = cfg
 	fields["protocols"] = protocols
@@ -171,6 +177,31 @@ func requestTerminationCheck(v any) string {
 		return "echo cannot be used with content_type and body"
 	}
 	return ""
+}
+
+// serverlessPhases are the phases of pre-function and post-function
+// (kong/plugins/pre-function/_schema.lua).
+var serverlessPhases = []string{"certificate", "rewrite", "access", "header_filter", "body_filter", "log"}
+
+func serverlessConfig(plugin string) *record {
+	var fields []*field
+	for _, phase := range serverlessPhases {
+		fields = append(fields, arrayOf(phase, fld("", tString, customStr(luaSyntax(plugin)))))
+	}
+	return newRecord(fields...)
+}
+
+// serverlessCheck is the schemas' at_least_one_of over the phases.
+func serverlessCheck(v any) string {
+	m, _ := v.(map[string]any)
+	names := make([]string, len(serverlessPhases))
+	for i, phase := range serverlessPhases {
+		if len(strList(m[phase])) > 0 {
+			return ""
+		}
+		names[i] = "'config." + phase + "'"
+	}
+	return "at least one of these fields must be non-empty: " + strings.Join(names, ", ")
 }
 
 var corsMethods = []any{"GET", "HEAD", "PUT", "PATCH", "POST", "DELETE", "OPTIONS", "TRACE", "CONNECT"}

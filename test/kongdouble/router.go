@@ -575,13 +575,9 @@ func (d *Double) requestContext(req Request, fields map[string]int) atcContext {
 	segments := strings.Split(strings.TrimPrefix(path, "/"), "/")
 	ctx["http.path.segments.len"] = []atcValue{{kind: vInt, num: int64(len(segments))}}
 
-	listen := d.listenPort(req)
-	dstPort := listen
-	switch {
-	case hasPort:
+	dstPort := d.hostPort(d.listenPort(req))
+	if hasPort {
 		dstPort = hostPort
-	case d.portMaps[listen] != 0:
-		dstPort = d.portMaps[listen]
 	}
 	ctx["net.dst.port"] = []atcValue{{kind: vInt, num: int64(dstPort)}}
 	srcIP, srcPort, dstIP := req.SrcIP, req.SrcPort, req.DstIP
@@ -592,7 +588,7 @@ func (d *Double) requestContext(req Request, fields map[string]int) atcContext {
 		srcPort = 40000
 	}
 	if dstIP == "" {
-		dstIP = d.listenIP(listen)
+		dstIP = d.listenIP(d.listenPort(req))
 	}
 	ctx["net.src.port"] = []atcValue{{kind: vInt, num: int64(srcPort)}}
 	if a, err := netip.ParseAddr(srcIP); err == nil {
@@ -663,8 +659,74 @@ func pathSegments(segments []string, rng string) (string, bool) {
 }
 
 // Route answers which route, service and upstream Kong would pick for req
-// with the currently loaded configuration.
+// with the currently loaded configuration, after the rewrite phase of the
+// global serverless plugins (which may change the Host the router reads).
+// A request that such a plugin ends matches nothing.
 func (d *Double) Route(req Request) (Decision, bool) {
+	req, lr, exit := d.rewrite(req)
+	if lr != nil {
+		defer lr.close()
+	}
+	if exit != nil {
+		return Decision{}, false
+	}
+	return d.route(req)
+}
+
+// rewrite runs the rewrite phase of the global pre-function and
+// post-function plugins, in plugin order, as Kong's Kong.rewrite does
+// before the router runs in access (only global plugins have a rewrite
+// phase). lr carries the request's Lua state to the access phase; it is nil
+// when no chunk ran.
+func (d *Double) rewrite(req Request) (Request, *luaRequest, *kongExit) {
+	d.mu.Lock()
+	cfg := d.config
+	d.mu.Unlock()
+	if cfg == nil {
+		return req, nil, nil
+	}
+	proto := "http"
+	if req.TLS {
+		proto = "https"
+	}
+	var lr *luaRequest
+	for _, pl := range pluginsFor(cfg, "", "", func(protocols []string) bool { return containsStr(protocols, proto) }) {
+		conf, _ := pl["config"].(map[string]any)
+		if name := pl["name"]; (name != "pre-function" && name != "post-function") || len(strList(conf["rewrite"])) == 0 {
+			continue
+		}
+		if lr == nil {
+			lr = d.luaRequest(&req)
+		}
+		if exit := lr.runPhase(conf, "rewrite", d.opts.UntrustedLua); exit != nil {
+			return req, lr, exit
+		}
+	}
+	if lr != nil {
+		req.Host = lr.host
+		if !lr.hasHost {
+			req.Headers.Del("Host")
+		}
+	}
+	return req, lr, nil
+}
+
+// luaRequest starts the Lua state of req, whose headers it takes a copy of
+// (ngx.req.set_header changes them).
+func (d *Double) luaRequest(req *Request) *luaRequest {
+	host := req.Host
+	if host == "" {
+		host = req.Headers.Get("Host")
+	}
+	req.Headers = req.Headers.Clone()
+	if req.Headers == nil {
+		req.Headers = http.Header{}
+	}
+	return newLuaRequest(host, req.Headers)
+}
+
+// route is Route without the rewrite phase.
+func (d *Double) route(req Request) (Decision, bool) {
 	d.mu.Lock()
 	rt, cfg := d.router, d.config
 	d.mu.Unlock()

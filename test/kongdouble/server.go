@@ -36,6 +36,7 @@ type Options struct {
 	PortMaps        []string   // kong.conf port_maps, default "80:8000", "443:8443"
 	EnabledPlugins  []string   // default: Kong 3.9's bundled plugins
 	Version         string     // default "3.9.0"
+	UntrustedLua    string     // kong.conf untrusted_lua: "sandbox" (default), "on" or "off"
 }
 
 const emptyHash = "00000000000000000000000000000000"
@@ -92,6 +93,9 @@ func New(opts Options) *Double {
 	}
 	if opts.Version == "" {
 		opts.Version = "3.9.0"
+	}
+	if opts.UntrustedLua == "" {
+		opts.UntrustedLua = "sandbox"
 	}
 	checkListeners(opts)
 	d := &Double{
@@ -355,6 +359,7 @@ func (d *Double) info() map[string]any {
 			"lmdb_map_size":                    "2048m",
 			"nginx_admin_client_max_body_size": "10m",
 			"pg_password":                      "******",
+			"untrusted_lua":                    d.opts.UntrustedLua,
 		},
 	}
 }
@@ -394,6 +399,15 @@ func (d *Double) listenPort(req Request) int {
 		return 8443
 	}
 	return 8000
+}
+
+// hostPort is ctx.host_port: the port port_maps maps a listen port to,
+// else the listen port.
+func (d *Double) hostPort(listen int) int {
+	if p := d.portMaps[listen]; p != 0 {
+		return p
+	}
+	return listen
 }
 
 func (d *Double) listenIP(port int) string {
