@@ -157,7 +157,15 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 	}
 	var leads func(types.NamespacedName) bool
 	if cfg.leaderElection {
-		leads = leader.Run(ctx, kube, cfg.gateways, identity, cfg.leaseTiming, log, cache.Notify).Leads
+		elector := leader.Run(ctx, kube, cfg.gateways, identity, cfg.leaseTiming, log, cache.Notify)
+		leads = elector.Leads
+		// On SIGTERM, give the Leases back before exiting (bounded: the
+		// API server may be the reason we stop).
+		defer func() {
+			if !elector.Released(leaseReleaseTimeout) {
+				log.Warn("Leases not released in time; another replica takes over after --lease-duration")
+			}
+		}()
 	}
 	writer := status.NewWriter(gw, cfg.gateways, leads, time.Now)
 	var pods reconcile.PodReporter
@@ -191,6 +199,10 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 		return err
 	}
 }
+
+// leaseReleaseTimeout bounds the wait for the Leases on shutdown, well
+// inside the Pod's termination grace period.
+const leaseReleaseTimeout = 5 * time.Second
 
 // externalNameRefresh is how often ExternalName Services' names are
 // resolved again: DNS answers of external services change rarely, and each

@@ -25,6 +25,9 @@ type Timing struct {
 type Elector struct {
 	mu      sync.RWMutex
 	leading map[types.NamespacedName]bool
+	// running counts the elections still under way; each releases its
+	// Lease when ctx ends (ReleaseOnCancel) before it returns.
+	running sync.WaitGroup
 }
 
 // LeaseName is the Lease that elects the status writer of a Gateway; it
@@ -37,9 +40,26 @@ func LeaseName(gateway types.NamespacedName) string { return "konglet-" + gatewa
 func Run(ctx context.Context, kube kubernetes.Interface, gateways []types.NamespacedName, identity string, timing Timing, log *slog.Logger, changed func()) *Elector {
 	e := &Elector{leading: map[types.NamespacedName]bool{}}
 	for _, g := range gateways {
-		go e.elect(ctx, kube, g, identity, timing, log, changed)
+		e.running.Go(func() { e.elect(ctx, kube, g, identity, timing, log, changed) })
 	}
 	return e
+}
+
+// Released waits, at most timeout, for every election to end after ctx
+// did, and so for the Leases this replica held to be released: the next
+// leader takes over within its retry period instead of the lease duration.
+func (e *Elector) Released(timeout time.Duration) bool {
+	done := make(chan struct{})
+	go func() {
+		e.running.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return true
+	case <-time.After(timeout):
+		return false
+	}
 }
 
 func (e *Elector) elect(ctx context.Context, kube kubernetes.Interface, g types.NamespacedName, identity string, timing Timing, log *slog.Logger, changed func()) {

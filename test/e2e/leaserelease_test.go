@@ -1,0 +1,57 @@
+package e2e
+
+import (
+	"fmt"
+	"syscall"
+	"testing"
+	"time"
+
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/konglet/konglet/test/kongdouble"
+)
+
+// TestLeaderReleasesLeaseOnSIGTERM: with the default 15 s Lease, a leader
+// that gets SIGTERM gives its Lease back before it exits, so the other
+// replica writes a new route's status within 3 s, not after the lease
+// duration.
+func TestLeaderReleasesLeaseOnSIGTERM(t *testing.T) {
+	w := newWorld(t)
+	w.backend(w.ns, "app", 80, 8080, "198.18.0.60")
+	pods := []string{"kong-a", "kong-b"}
+	procs := make([]*process, len(pods))
+	for i, name := range pods {
+		w.createPod(name)
+		kong := kongdouble.New(kongdouble.Options{})
+		defer kong.Close()
+		procs[i] = startKonglet(t, kong, append(w.kongletArgs(), "--pod-name", name, "--pod-namespace", w.ns,
+			"--lease-duration", "15s", "--lease-renew-deadline", "10s", "--lease-retry-period", "500ms")...)
+	}
+	var leader int
+	eventually(t, 20*time.Second, "one replica leads", func() error {
+		if leader = leaderIndex(t, w, pods); leader < 0 {
+			return fmt.Errorf("no leader yet")
+		}
+		return nil
+	})
+
+	if err := syscall.Kill(procs[leader].Pid(), syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	eventually(t, 10*time.Second, "the leader exits", func() error {
+		if !procs[leader].Exited() {
+			return fmt.Errorf("still running")
+		}
+		return nil
+	})
+	w.create(w.route("after", []string{"after.example.com"}, gwv1.HTTPRouteRule{BackendRefs: []gwv1.HTTPBackendRef{backendRef("", "app", 80, 1)}}))
+	eventually(t, 3*time.Second-time.Since(start), "the other replica writes the new route's status", func() error {
+		_, err := w.routeParent("after")
+		return err
+	})
+	t.Logf("status of a route created after SIGTERM written %v after the signal", time.Since(start))
+	if next := leaderIndex(t, w, pods); next == leader {
+		t.Fatalf("the stopped replica still holds the Lease")
+	}
+}
