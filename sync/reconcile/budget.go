@@ -83,13 +83,19 @@ func (b Budget) leaveOut(fixed int, shares []share) map[translate.ObjectRef]refu
 	return out
 }
 
+// maxServicesPerRoute bounds the Kong services of one route: one per rule,
+// and the CRDs of every route kind allow at most 16 rules.
+const maxServicesPerRoute = 16
+
 // fitBudget leaves routes out of the configuration, or lets them back in,
 // so that the document fits the budget, and tells whether that changed
-// anything (then the caller translates again). It costs nothing while the
-// document is below both limits and no route is left out.
+// anything (then the caller translates again). While the document fits, no
+// route is left out and no service is large enough for a route to pass
+// PerObject, it costs one pass over the service sizes: summing them per
+// route would add a tenth to a sync of 10k routes.
 func (l *Loop) fitBudget(snap *snapshot.Snapshot, cfg *declarative.Config, doc []byte, serviceSizes []int) bool {
 	b := l.opts.Budget
-	if (b.Total <= 0 || len(doc) <= b.Total) && (b.PerObject <= 0 || len(doc) <= b.PerObject) && !l.refusals.overBudget() {
+	if b.clearlyFits(len(doc), serviceSizes) && !l.refusals.overBudget() {
 		return false
 	}
 	sizes := map[translate.ObjectRef]int{}
@@ -116,6 +122,22 @@ func (l *Loop) fitBudget(snap *snapshot.Snapshot, cfg *declarative.Config, doc [
 		shares = append(shares, s)
 	}
 	return l.refusals.setOverBudget(snap, b.leaveOut(fixed, shares))
+}
+
+// clearlyFits tells, without summing per route, that a document fits and
+// no route in it can be above PerObject.
+func (b Budget) clearlyFits(docLen int, serviceSizes []int) bool {
+	if b.Total > 0 && docLen > b.Total {
+		return false
+	}
+	if b.PerObject <= 0 || docLen <= b.PerObject {
+		return true
+	}
+	largest := 0
+	for _, n := range serviceSizes {
+		largest = max(largest, n)
+	}
+	return maxServicesPerRoute*largest <= b.PerObject
 }
 
 // overBudget tells whether any route is left out for the budget.

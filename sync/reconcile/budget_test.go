@@ -221,3 +221,21 @@ func TestSyncLeavesOutWhatIsOverBudgetAndLetsItBackIn(t *testing.T) {
 		t.Fatalf("refusals left: %v", l.refusals.describe())
 	}
 }
+
+func TestClearlyFitsOnlyWhenNoRouteCanBeOver(t *testing.T) {
+	b := Budget{Total: 10_000, PerObject: 1_600}
+	for _, c := range []struct {
+		doc   int
+		sizes []int
+		want  bool
+	}{
+		{1_500, []int{1_500}, true},     // the whole document is within PerObject
+		{5_000, []int{100, 100}, true},  // 16 services of 100 cannot pass 1,600
+		{5_000, []int{101, 100}, false}, // 16 of 101 could: sum per route
+		{10_001, []int{1}, false},       // over Total
+	} {
+		if got := b.clearlyFits(c.doc, c.sizes); got != c.want {
+			t.Errorf("clearlyFits(%d, %v) = %v", c.doc, c.sizes, got)
+		}
+	}
+}
