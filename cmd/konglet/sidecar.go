@@ -47,6 +47,7 @@ type config struct {
 	serviceUpstream bool
 	externalName    bool
 	maxConfigBytes  int
+	maxObjectBytes  int
 	logLevel        string
 	leaderElection  bool
 	kubeQPS         float64
@@ -70,6 +71,9 @@ func (c *config) flags(fs *flag.FlagSet) {
 	fs.BoolVar(&c.serviceUpstream, "service-upstream", false, "target Services by DNS name instead of Pod IPs (for a mesh); the Service annotation konglet.dev/upstream overrides it")
 	fs.BoolVar(&c.externalName, "allow-external-name", false, "let routes use ExternalName Services; konglet resolves their names every 30s and refuses addresses on loopback, link-local, cloud metadata, Kong Pods and other namespaces' ClusterIPs (docs/security.md)")
 	fs.IntVar(&c.maxConfigBytes, "max-config-bytes", 10<<20, "largest POST /config body sent to Kong (Kong's admin API refuses bodies above nginx_admin_client_max_body_size, 10m by default)")
+	// A tenth of the default document: the largest routes people write take
+	// tens of kilobytes, and one object can never take most of the budget.
+	fs.IntVar(&c.maxObjectBytes, "max-object-config-bytes", 1<<20, "largest share of the configuration one route may take; a larger route is left out and told why (0: no limit)")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.Float64Var(&c.kubeQPS, "kube-api-qps", 200, "requests per second to the API server (status writes come in bursts when many routes change)")
 	fs.IntVar(&c.kubeBurst, "kube-api-burst", 400, "burst of requests to the API server")
@@ -177,6 +181,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 		ControllerName:   cfg.controllerName,
 		ServiceUpstream:  cfg.serviceUpstream,
 		KongPollInterval: cfg.kongPoll,
+		Budget:           reconcile.Budget{Total: cfg.maxConfigBytes, PerObject: cfg.maxObjectBytes},
 	})
 
 	srv := &http.Server{Addr: cfg.listen, Handler: handler(reg, loop.Ready), ReadHeaderTimeout: 5 * time.Second}

@@ -87,3 +87,27 @@ func TestMarshalMatchesEncodingJSON(t *testing.T) {
 		}
 	}
 }
+
+func TestServiceSizesAddUpToTheDocument(t *testing.T) {
+	c := &Config{FormatVersion: FormatVersion, Services: []*Service{
+		{Name: "a", Host: "h", Tags: []string{"k8s-name:a"}, Routes: []*Route{{Name: "r", Expression: `http.path == "/"`,
+			Plugins: []*Plugin{{ID: "p", Name: "cors", Config: map[string]any{"origins": []string{"*"}}}}}}},
+		{Name: "b", Host: "h", Routes: []*Route{{Name: "r2", Paths: []string{"/x", "/y"}}}},
+	}}
+	whole, sizes, err := MarshalSizes(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	without := &Config{FormatVersion: FormatVersion}
+	empty, _ := Marshal(without)
+	// The services list adds `,"services":[` and `]` once, and one comma
+	// fewer than services.
+	framing := len(`,"services":[]`) - 1
+	if sum := sizes[0] + sizes[1]; len(whole) != len(empty)+framing+sum {
+		t.Fatalf("sizes %v (sum %d) do not add up: %d bytes with, %d without", sizes, sum, len(whole), len(empty))
+	}
+	one, _ := Marshal(&Config{FormatVersion: FormatVersion, Services: c.Services[1:]})
+	if len(whole)-len(one) != sizes[0] {
+		t.Fatalf("leaving out service a saves %d bytes, ServiceSizes says %d", len(whole)-len(one), sizes[0])
+	}
+}

@@ -17,15 +17,29 @@ import (
 // encoding/json's output. The output is deterministic because the
 // translation emits everything in sorted order.
 func Marshal(c *Config) ([]byte, error) {
+	doc, _, err := MarshalSizes(c)
+	return doc, err
+}
+
+// MarshalSizes is Marshal that also tells what each service (with its
+// routes and their plugins) adds to the document, its separating comma
+// included: the share of the object behind it, which a document over
+// budget is cut by. Measuring while encoding costs one int per service.
+func MarshalSizes(c *Config) (doc []byte, serviceSizes []int, err error) {
 	e := encoder{buf: make([]byte, 0, sizeHint(c))}
+	serviceSizes = make([]int, 0, len(c.Services))
 	e.raw(`{"_format_version":`)
 	e.str(c.FormatVersion)
-	list(&e, "services", c.Services, e.service)
+	list(&e, "services", c.Services, func(s *Service) {
+		start := len(e.buf)
+		e.service(s)
+		serviceSizes = append(serviceSizes, len(e.buf)-start+1)
+	})
 	list(&e, "upstreams", c.Upstreams, e.upstream)
 	list(&e, "certificates", c.Certificates, e.certificate)
 	list(&e, "plugins", c.Plugins, e.plugin)
 	e.raw("}")
-	return e.buf, e.err
+	return e.buf, serviceSizes, e.err
 }
 
 // sizeHint guesses the document size a little high, so that the buffer

@@ -64,6 +64,7 @@ type Options struct {
 	KongPollInterval time.Duration
 	// MinBackoff and MaxBackoff bound the retry delay after a failure.
 	MinBackoff, MaxBackoff time.Duration
+	Budget                 Budget
 }
 
 // Loop is the sync loop. Create it with New.
@@ -263,7 +264,15 @@ func (l *Loop) Sync(ctx context.Context) error {
 	var loadErr error
 	for round := 0; ; round++ {
 		result = l.memo.Translate(snap, l.refusals.forTranslation())
-		hash, loadErr = l.load(ctx, result.Config)
+		doc, sizes, err := declarative.MarshalSizes(result.Config)
+		if err != nil {
+			return err
+		}
+		if round < maxRefusalRounds && l.fitBudget(snap, result.Config, doc, sizes) {
+			l.log.Warn("configuration over budget; routes left out or let back in", "bytes", len(doc), "left_out", l.refusals.describe())
+			continue
+		}
+		hash, loadErr = l.load(ctx, doc, result.Config)
 		le, refused := admin.IsRefusal(loadErr)
 		if !refused || round == maxRefusalRounds {
 			break
@@ -315,13 +324,9 @@ func (l *Loop) announceRefusals(ctx context.Context, snap *snapshot.Snapshot) {
 	}
 }
 
-// load sends the configuration unless Kong already holds it, and returns
-// its hash.
-func (l *Loop) load(ctx context.Context, cfg *declarative.Config) (string, error) {
-	doc, err := declarative.Marshal(cfg)
-	if err != nil {
-		return "", err
-	}
+// load sends the configuration document of cfg unless Kong already holds
+// it, and returns its hash.
+func (l *Loop) load(ctx context.Context, doc []byte, cfg *declarative.Config) (string, error) {
 	hash := declarative.Hash(doc)
 	l.metrics.configBytes.Set(float64(len(doc)))
 	l.metrics.kongRoutes.Set(float64(countRoutes(cfg)))

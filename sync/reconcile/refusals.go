@@ -3,6 +3,7 @@ package reconcile
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/konglet/konglet/proxy/admin"
@@ -10,13 +11,20 @@ import (
 	"github.com/konglet/konglet/sync/translate"
 )
 
-// refusal is Kong's verdict on what one object produced, valid for the
-// version of the object Kong saw: any change to the object retries it.
+// refusal is an object left out of the configuration, valid for the
+// version of the object it was decided on: any change to the object
+// retries it.
 type refusal struct {
-	message         string
-	resourceVersion string
+	// message is Kong's, or for an object over budget konglet's own.
+	message string
+	version string
+	// size is, for an object over budget, its share of the document when it
+	// was last in it (bytes); 0 for Kong's refusals.
+	size int
 	// announced is set once an Event told users about it; until then every
 	// sync tries again (a replica may not lead yet, a create may fail).
+	// Objects over budget are told in their status only (the Event says Kong
+	// refused).
 	announced bool
 }
 
@@ -34,7 +42,7 @@ func (r refusals) add(snap *snapshot.Snapshot, result translate.Result, entities
 		if _, known := r[ref]; known {
 			continue
 		}
-		r[ref] = refusal{message: e.Messages(), resourceVersion: resourceVersion(snap, ref)}
+		r[ref] = refusal{message: e.Messages(), version: version(snap, ref)}
 		added = true
 	}
 	return added
@@ -44,7 +52,7 @@ func (r refusals) add(snap *snapshot.Snapshot, result translate.Result, entities
 // fixed object comes back without a restart.
 func (r refusals) forgetChanged(snap *snapshot.Snapshot) {
 	for ref, v := range r {
-		if rv := resourceVersion(snap, ref); rv == "" || rv != v.resourceVersion {
+		if ver := version(snap, ref); ver == "" || ver != v.version {
 			delete(r, ref)
 		}
 	}
@@ -53,7 +61,12 @@ func (r refusals) forgetChanged(snap *snapshot.Snapshot) {
 func (r refusals) forTranslation() translate.Refusals {
 	out := make(translate.Refusals, len(r))
 	for ref, v := range r {
-		out[ref] = v.message
+		switch {
+		case v.size > 0, ref.Kind == "Service":
+			out[ref] = v.message
+		default:
+			out[ref] = "Kong refused this route: " + v.message
+		}
 	}
 	return out
 }
@@ -67,9 +80,17 @@ func (r refusals) describe() string {
 	return strings.Join(parts, "; ")
 }
 
-func resourceVersion(snap *snapshot.Snapshot, ref translate.ObjectRef) string {
-	if obj := snap.Object(ref.Kind, ref.Namespace, ref.Name); obj != nil {
-		return obj.GetResourceVersion()
+// version is what tells that an object changed: the generation of a
+// Gateway API object, which its status writes leave alone (keying on the
+// resourceVersion made every status write retry what Kong refused), else
+// the resourceVersion; "" when the object is gone.
+func version(snap *snapshot.Snapshot, ref translate.ObjectRef) string {
+	obj := snap.Object(ref.Kind, ref.Namespace, ref.Name)
+	switch {
+	case obj == nil:
+		return ""
+	case ref.Kind != "Service":
+		return "generation " + strconv.FormatInt(obj.GetGeneration(), 10)
 	}
-	return ""
+	return obj.GetResourceVersion()
 }

@@ -1,6 +1,7 @@
 package translate
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strconv"
@@ -61,6 +62,9 @@ type listener struct {
 	// (a route's parentRefs are attached one after the other).
 	attached     int
 	lastAttached *metav1.ObjectMeta
+	// asksClientCerts marks an HTTPS listener refused because the Gateway
+	// asks client certificates on its port.
+	asksClientCerts bool
 }
 
 // attachable tells whether routes attach to the listener (and count in its
@@ -118,6 +122,11 @@ func (t *translation) gateways() {
 		for _, l := range ls {
 			if l.usable() {
 				t.listenerHosts[port] = append(t.listenerHosts[port], hostnameOf(l.spec.Hostname))
+			}
+			// A port that asks client certificates still counts among the
+			// protocol's ports, so that the other listeners' routes match
+			// their own ports, not connections to it.
+			if l.usable() || l.asksClientCerts {
 				if t.listenerPorts[l.kongProtocol] == nil {
 					t.listenerPorts[l.kongProtocol] = map[gwv1.PortNumber]bool{}
 				}
@@ -155,6 +164,13 @@ func (t *translation) checkListener(g *gateway, set *listenerSet, spec gwv1.List
 		l.kongProtocol, wantSSL = "https", true
 		if spec.TLS != nil && spec.TLS.Mode != nil && *spec.TLS.Mode != gwv1.TLSModeTerminate {
 			return reject(gwv1.ListenerReasonUnsupportedValue, "an HTTPS listener terminates TLS; mode %s needs a TLS listener", *spec.TLS.Mode)
+		}
+		if v := frontendValidation(g.obj, spec.Port); v != nil {
+			// Served, the listener would take any client: less than asked.
+			l.asksClientCerts = true
+			return reject(gwv1.ListenerReasonUnsupportedValue,
+				"spec.tls.frontend asks port %d to validate client certificates (mode %s), which Kong's open-source edition cannot do (its mtls-auth plugin is Enterprise only): the listener is not served rather than served to clients without a certificate",
+				spec.Port, cmp.Or(v.Mode, gwv1.AllowValidOnly))
 		}
 		var problem *metav1.Condition
 		if l.secrets, problem = t.listenerCertificates(l); problem != nil {
@@ -198,6 +214,21 @@ func (t *translation) checkListener(g *gateway, set *listenerSet, spec gwv1.List
 			spec.Port, listen.Port, listen.SSL, spec.Protocol, wantSSL)
 	}
 	return l
+}
+
+// frontendValidation is the client certificate validation the Gateway asks
+// of its HTTPS listeners on port: a perPort entry's, else the default's
+// (a perPort entry without validation turns it off for its port).
+func frontendValidation(gw *gwv1.Gateway, port gwv1.PortNumber) *gwv1.FrontendTLSValidation {
+	if gw.Spec.TLS == nil || gw.Spec.TLS.Frontend == nil {
+		return nil
+	}
+	for _, pp := range gw.Spec.TLS.Frontend.PerPort {
+		if pp.Port == port {
+			return pp.TLS.Validation
+		}
+	}
+	return gw.Spec.TLS.Frontend.Default.Validation
 }
 
 // kongListen follows a listener port (a port of the publish Service) to the

@@ -93,7 +93,7 @@ func (t *translation) route(r route, rank int) {
 			reason, msg = rulesVerdict(rules)
 		}
 		if reason == "" && refused {
-			reason, msg = string(gwv1.RouteReasonUnsupportedValue), "Kong refused this route: "+refusal
+			reason, msg = string(gwv1.RouteReasonUnsupportedValue), refusal
 		}
 		st := gwv1.RouteParentStatus{ParentRef: v.ref, ControllerName: gwv1.GatewayController(t.snap.ControllerName)}
 		if reason == "" {

@@ -25,8 +25,10 @@ type ObjectRef struct {
 	Name      string `json:"name"`
 }
 
-// Refusals are objects Kong refused in an earlier attempt, with Kong's
-// message: they are left out of the config and reported on themselves.
+// Refusals are objects left out of the config, because Kong refused them in
+// an earlier attempt or they did not fit its size limits, each with what to
+// tell: a route's message is its status message as it is; a Service's is
+// Kong's, told on the routes that use it.
 type Refusals map[ObjectRef]string
 
 // Result is the output of one translation.
