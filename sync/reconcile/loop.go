@@ -116,19 +116,23 @@ func (l *Loop) Ready() bool { return l.loadedHash.Load().(string) != "" }
 // so Kong never receives a configuration built from a partial view.
 func (l *Loop) Run(ctx context.Context) error {
 	if !l.cache.WaitForSync(ctx) {
-		return ctx.Err()
+		return nil // stopped before the caches synced: a clean stop too
 	}
 	l.log.Info("caches synced")
 	go l.watchKong(ctx)
 	go l.writeStatuses(ctx)
 	l.cache.Notify()
+	// retryAt is when a sync may run again after a failure: changes that
+	// arrive before it wait for it, so Kong's Retry-After and the backoff
+	// hold however busy the cluster is.
+	var retryAt time.Time
 	for {
-		if err := l.cache.Wait(ctx); err != nil {
+		if err := l.cache.Wait(ctx); err != nil || !sleepUntil(ctx, retryAt) {
 			return nil
 		}
 		err := l.Sync(ctx)
 		if err == nil {
-			l.failures = 0
+			l.failures, retryAt = 0, time.Time{}
 			continue
 		}
 		if ctx.Err() != nil {
@@ -136,7 +140,24 @@ func (l *Loop) Run(ctx context.Context) error {
 		}
 		delay := l.backoff(err)
 		l.log.Warn("sync failed; retrying", "error", err.Error(), "retry_in", delay.String())
+		retryAt = time.Now().Add(delay)
 		time.AfterFunc(delay, l.cache.Notify)
+	}
+}
+
+// sleepUntil waits for the moment t (false: ctx ended first).
+func sleepUntil(ctx context.Context, t time.Time) bool {
+	wait := time.Until(t)
+	if wait <= 0 {
+		return true
+	}
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-timer.C:
+		return true
 	}
 }
 

@@ -1,9 +1,13 @@
 package reconcile
 
 import (
+	"context"
 	"errors"
 	"io"
 	"log/slog"
+	"runtime"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -41,4 +45,81 @@ func TestKongFromInfo(t *testing.T) {
 		!k.StreamListens[0].UDP || k.PortMaps[80] != 8000 {
 		t.Fatalf("kong = %+v", k)
 	}
+}
+
+// busyKong answers the first load with 429 and Retry-After, then takes
+// every load, noting when each came.
+type busyKong struct {
+	fakeKong
+	retryAfter time.Duration
+	mu         sync.Mutex
+	loads      []time.Time
+}
+
+func (k *busyKong) Load(ctx context.Context, doc []byte) error {
+	k.mu.Lock()
+	k.loads = append(k.loads, time.Now())
+	first := len(k.loads) == 1
+	k.mu.Unlock()
+	if first {
+		return &admin.LoadError{StatusCode: 429, Message: "Currently loading previous configuration", RetryAfter: k.retryAfter}
+	}
+	return k.fakeKong.Load(ctx, doc)
+}
+
+func (k *busyKong) times() []time.Time {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return slices.Clone(k.loads)
+}
+
+// changingCache has a change waiting at every Wait: a cluster that never
+// stops changing.
+type changingCache struct{ fakeCache }
+
+func (c *changingCache) Wait(ctx context.Context) error { return ctx.Err() }
+
+// TestRetryAfterHoldsWhileTheClusterChanges: Kong's Retry-After is waited
+// for even though changes keep arriving.
+func TestRetryAfterHoldsWhileTheClusterChanges(t *testing.T) {
+	cache := &changingCache{}
+	cache.set(t, budgetBase+service("a")+route("a", "r", 1, 1))
+	kong := &busyKong{retryAfter: 300 * time.Millisecond}
+	l := New(cache, kong, nil, nil, nil, slog.New(slog.NewTextHandler(io.Discard, nil)), NewMetrics(prometheus.NewRegistry()), Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- l.Run(ctx) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for len(kong.times()) < 2 {
+		if time.Now().After(deadline) {
+			t.Fatal("no second load")
+		}
+		runtime.Gosched()
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	loads := kong.times()
+	if gap := loads[1].Sub(loads[0]); gap < kong.retryAfter {
+		t.Fatalf("asked again %v after a 429 with Retry-After %v", gap, kong.retryAfter)
+	}
+}
+
+// TestStopBeforeCachesSyncIsClean: SIGTERM before the first sync is a
+// normal stop, not an error (exit status 0).
+func TestStopBeforeCachesSyncIsClean(t *testing.T) {
+	l := New(&neverSynced{}, nil, nil, nil, nil, slog.New(slog.NewTextHandler(io.Discard, nil)), NewMetrics(prometheus.NewRegistry()), Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := l.Run(ctx); err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+}
+
+type neverSynced struct{ fakeCache }
+
+func (*neverSynced) WaitForSync(ctx context.Context) bool {
+	<-ctx.Done()
+	return false
 }
