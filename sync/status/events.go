@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
@@ -47,12 +48,18 @@ func (e *Events) Refused(ctx context.Context, snap *snapshot.Snapshot, ref trans
 	}
 	note := "Kong refused it and it is left out of the configuration: " + message
 	if len(note) > maxNote {
-		note = note[:maxNote]
+		// Cut at a character boundary: a split one would be sent as
+		// U+FFFD, longer than the limit allows.
+		cut := maxNote
+		for !utf8.RuneStart(note[cut]) {
+			cut--
+		}
+		note = note[:cut]
 	}
 	now := metav1.NewMicroTime(e.writer.now())
 	ev := &eventsv1.Event{
 		ObjectMeta: metav1.ObjectMeta{
-			Name:      fmt.Sprintf("%s.%x", obj.GetName(), now.UnixNano()),
+			Name:      ObjectName("", obj.GetName(), fmt.Sprintf(".%x", now.UnixNano())),
 			Namespace: obj.GetNamespace(),
 		},
 		EventTime:           now,
