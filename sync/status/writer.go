@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"sync"
@@ -35,6 +36,11 @@ type Writer struct {
 	// routes' entries for it); only the elected leader of each does.
 	leads func(types.NamespacedName) bool
 	now   func() time.Time
+	seen  *versions
+	// setGateways maps every ListenerSet seen to its Gateway, deleted ones
+	// included: routes' entries for a deleted set are still ours to remove.
+	setsMu      sync.Mutex
+	setGateways map[types.NamespacedName]types.NamespacedName
 }
 
 // NewWriter returns a writer; now is the clock for lastTransitionTime; leads
@@ -43,7 +49,19 @@ func NewWriter(client gwclient.Interface, bound []types.NamespacedName, leads fu
 	if leads == nil {
 		leads = func(types.NamespacedName) bool { return true }
 	}
-	return &Writer{client: client, bound: bound, leads: leads, now: now}
+	return &Writer{client: client, bound: bound, leads: leads, now: now, seen: &versions{},
+		setGateways: map[types.NamespacedName]types.NamespacedName{}}
+}
+
+// listenerSetGateways records the snapshot's ListenerSets and returns a copy
+// of every mapping known so far.
+func (w *Writer) listenerSetGateways(snap *snapshot.Snapshot) map[types.NamespacedName]types.NamespacedName {
+	w.setsMu.Lock()
+	defer w.setsMu.Unlock()
+	for _, ls := range snap.ListenerSets {
+		w.setGateways[types.NamespacedName{Namespace: ls.Namespace, Name: ls.Name}] = listenerSetGateway(ls)
+	}
+	return maps.Clone(w.setGateways)
 }
 
 func (w *Writer) leadsAny() bool {
@@ -93,10 +111,7 @@ func (w *Writer) Write(ctx context.Context, snap *snapshot.Snapshot, desired tra
 			tasks = append(tasks, func(ctx context.Context) (bool, error) { return w.writeListenerSet(ctx, current, want, now) })
 		}
 	}
-	owner := parentOwner{w: w, controller: snap.ControllerName, sets: map[types.NamespacedName]types.NamespacedName{}}
-	for _, ls := range snap.ListenerSets {
-		owner.sets[types.NamespacedName{Namespace: ls.Namespace, Name: ls.Name}] = listenerSetGateway(ls)
-	}
+	owner := parentOwner{w: w, controller: snap.ControllerName, sets: w.listenerSetGateways(snap)}
 	v1 := w.client.GatewayV1()
 	for _, r := range snap.HTTPRoutes {
 		tasks = append(tasks, routeTask(owner, r, desired, now, v1.HTTPRoutes(r.Namespace)))
@@ -176,24 +191,23 @@ func writeRoute[T any, P routeObject[T]](ctx context.Context, owner parentOwner,
 			want = append(want, p)
 		}
 	}
-	return update(ctx, (*T)(current),
-		func(ctx context.Context) (*T, error) {
-			r, err := api.Get(ctx, name, metav1.GetOptions{})
-			return (*T)(r), err
+	return update(ctx, owner.w.seen, current,
+		func(ctx context.Context) (P, error) {
+			return api.Get(ctx, name, metav1.GetOptions{})
 		},
-		func(r *T) (*T, bool) {
-			st := routeStatus(P(r))
+		func(r P) (P, bool) {
+			st := routeStatus(r)
 			parents := owner.mergeParents(ns, st.Parents, want, now)
 			if equality.Semantic.DeepEqual(parents, st.Parents) || (len(parents) == 0 && len(st.Parents) == 0) {
 				return r, false
 			}
-			next := P(r).DeepCopy()
-			routeStatus(P(next)).Parents = parents
+			next := P(r.DeepCopy())
+			routeStatus(next).Parents = parents
 			return next, true
 		},
-		func(ctx context.Context, r *T) error {
-			_, err := api.UpdateStatus(ctx, P(r), metav1.UpdateOptions{})
-			return wrapErr(kind, ns, name, err)
+		func(ctx context.Context, r P) (P, error) {
+			written, err := api.UpdateStatus(ctx, r, metav1.UpdateOptions{})
+			return written, wrapErr(kind, ns, name, err)
 		})
 }
 
@@ -222,8 +236,19 @@ func (r *Result) add(wrote bool) {
 
 // update retries a status write on conflict, reading the object again from
 // the API server: another writer may have changed other parts of its status.
-func update[T any](ctx context.Context, first *T, get func(context.Context) (*T, error), merge func(*T) (*T, bool), put func(context.Context, *T) error) (bool, error) {
+// The cached object is trusted only when it is the version this writer last
+// wrote or read: else the cache may lag behind a write of ours (a status
+// that went A, B and back to A would look unchanged) or another writer
+// changed the status since, and the object is read afresh.
+func update[T any, P interface {
+	*T
+	metav1.Object
+}](ctx context.Context, seen *versions, first P, get func(context.Context) (P, error), merge func(P) (P, bool), put func(context.Context, P) (P, error)) (bool, error) {
+	key := reflect.TypeFor[T]().Name() + "/" + first.GetNamespace() + "/" + first.GetName()
 	current := first
+	if !seen.is(key, first.GetResourceVersion()) {
+		current = nil
+	}
 	wrote := false
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		if current == nil {
@@ -231,27 +256,62 @@ func update[T any](ctx context.Context, first *T, get func(context.Context) (*T,
 			if current, err = get(ctx); err != nil {
 				return err
 			}
+			seen.set(key, current.GetResourceVersion())
 		}
 		next, changed := merge(current)
 		current = nil
 		if !changed {
 			return nil
 		}
-		if err := put(ctx, next); err != nil {
+		written, err := put(ctx, next)
+		if err != nil {
 			return err
 		}
+		seen.set(key, written.GetResourceVersion())
 		wrote = true
 		return nil
 	})
 	if apierrors.IsNotFound(err) {
+		seen.forget(key)
 		return wrote, nil
 	}
 	return wrote, err
 }
 
+// versions are the resourceVersions of the objects as this writer last
+// wrote or read them.
+type versions struct {
+	mu sync.Mutex
+	rv map[string]string
+}
+
+// is tells whether rv is the version last written or read; an object never
+// written counts as known (the cache is all there is to go by).
+func (v *versions) is(key, rv string) bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	last, ok := v.rv[key]
+	return !ok || last == rv
+}
+
+func (v *versions) set(key, rv string) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.rv == nil {
+		v.rv = map[string]string{}
+	}
+	v.rv[key] = rv
+}
+
+func (v *versions) forget(key string) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	delete(v.rv, key)
+}
+
 func (w *Writer) writeGatewayClass(ctx context.Context, current *gwv1.GatewayClass, want gwv1.GatewayClassStatus, now metav1.Time) (bool, error) {
 	api := w.client.GatewayV1().GatewayClasses()
-	return update(ctx, current,
+	return update(ctx, w.seen, current,
 		func(ctx context.Context) (*gwv1.GatewayClass, error) {
 			return api.Get(ctx, current.Name, metav1.GetOptions{})
 		},
@@ -261,15 +321,15 @@ func (w *Writer) writeGatewayClass(ctx context.Context, current *gwv1.GatewayCla
 			next.Status.SupportedFeatures = want.SupportedFeatures
 			return next, !equality.Semantic.DeepEqual(c.Status, next.Status)
 		},
-		func(ctx context.Context, c *gwv1.GatewayClass) error {
-			_, err := api.UpdateStatus(ctx, c, metav1.UpdateOptions{})
-			return wrapErr("GatewayClass", c.Namespace, c.Name, err)
+		func(ctx context.Context, c *gwv1.GatewayClass) (*gwv1.GatewayClass, error) {
+			written, err := api.UpdateStatus(ctx, c, metav1.UpdateOptions{})
+			return written, wrapErr("GatewayClass", c.Namespace, c.Name, err)
 		})
 }
 
 func (w *Writer) writeGateway(ctx context.Context, current *gwv1.Gateway, want gwv1.GatewayStatus, now metav1.Time) (bool, error) {
 	api := w.client.GatewayV1().Gateways(current.Namespace)
-	return update(ctx, current,
+	return update(ctx, w.seen, current,
 		func(ctx context.Context) (*gwv1.Gateway, error) {
 			return api.Get(ctx, current.Name, metav1.GetOptions{})
 		},
@@ -281,9 +341,9 @@ func (w *Writer) writeGateway(ctx context.Context, current *gwv1.Gateway, want g
 				func(l *gwv1.ListenerStatus) (gwv1.SectionName, *[]metav1.Condition) { return l.Name, &l.Conditions })
 			return next, !equality.Semantic.DeepEqual(g.Status, next.Status)
 		},
-		func(ctx context.Context, g *gwv1.Gateway) error {
-			_, err := api.UpdateStatus(ctx, g, metav1.UpdateOptions{})
-			return wrapErr("Gateway", g.Namespace, g.Name, err)
+		func(ctx context.Context, g *gwv1.Gateway) (*gwv1.Gateway, error) {
+			written, err := api.UpdateStatus(ctx, g, metav1.UpdateOptions{})
+			return written, wrapErr("Gateway", g.Namespace, g.Name, err)
 		})
 }
 
@@ -298,7 +358,7 @@ func listenerSetGateway(ls *gwv1.ListenerSet) types.NamespacedName {
 
 func (w *Writer) writeListenerSet(ctx context.Context, current *gwv1.ListenerSet, want gwv1.ListenerSetStatus, now metav1.Time) (bool, error) {
 	api := w.client.GatewayV1().ListenerSets(current.Namespace)
-	return update(ctx, current,
+	return update(ctx, w.seen, current,
 		func(ctx context.Context) (*gwv1.ListenerSet, error) {
 			return api.Get(ctx, current.Name, metav1.GetOptions{})
 		},
@@ -311,9 +371,9 @@ func (w *Writer) writeListenerSet(ctx context.Context, current *gwv1.ListenerSet
 				})
 			return next, !equality.Semantic.DeepEqual(ls.Status, next.Status)
 		},
-		func(ctx context.Context, ls *gwv1.ListenerSet) error {
-			_, err := api.UpdateStatus(ctx, ls, metav1.UpdateOptions{})
-			return wrapErr("ListenerSet", ls.Namespace, ls.Name, err)
+		func(ctx context.Context, ls *gwv1.ListenerSet) (*gwv1.ListenerSet, error) {
+			written, err := api.UpdateStatus(ctx, ls, metav1.UpdateOptions{})
+			return written, wrapErr("ListenerSet", ls.Namespace, ls.Name, err)
 		})
 }
 

@@ -2,6 +2,7 @@ package status
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
 
@@ -139,5 +140,62 @@ func TestWriterRetriesOnConflict(t *testing.T) {
 	}
 	if len(stored(t, client).Status.Parents) != 1 {
 		t.Fatal("the status was not written after the conflict")
+	}
+}
+
+// TestWriterDoesNotTrustACacheBehindItsOwnWrite: a status that goes A, B
+// and back to A while the cache still shows A (the watch has not brought
+// B yet) is written back to A: the cached version is not the one this
+// writer wrote last, so the object is read afresh.
+func TestWriterDoesNotTrustACacheBehindItsOwnWrite(t *testing.T) {
+	a := []gwv1.RouteParentStatus{parent(ours, "gw", metav1.ConditionTrue, t0)}
+	b := []gwv1.RouteParentStatus{parent(ours, "gw", metav1.ConditionFalse, t0)}
+	cached := routeWith(a...)
+	client := fake.NewClientset(cached)
+	version := 1
+	client.PrependReactor("update", "httproutes", func(act k8stesting.Action) (bool, runtime.Object, error) {
+		version++ // the API server's new resourceVersion
+		act.(k8stesting.UpdateAction).GetObject().(metav1.Object).SetResourceVersion(strconv.Itoa(version))
+		return false, nil, nil
+	})
+	w := NewWriter(client, []types.NamespacedName{bound}, nil, func() time.Time { return t1 })
+	snap := &snapshot.Snapshot{ControllerName: ours, HTTPRoutes: []*gwv1.HTTPRoute{cached}}
+	for i, want := range [][]gwv1.RouteParentStatus{b, a} {
+		desired := translate.Status{Routes: map[translate.ObjectRef][]gwv1.RouteParentStatus{routeRef: want}}
+		if res, err := w.Write(context.Background(), snap, desired); err != nil || res.Writes != 1 {
+			t.Fatalf("write %d = %+v, %v; want one write", i, res, err)
+		}
+	}
+	if got := stored(t, client).Status.Parents[0].Conditions[0].Status; got != metav1.ConditionTrue {
+		t.Fatalf("the route is left at %s, want back at True", got)
+	}
+}
+
+// TestWriterRemovesEntriesOfADeletedListenerSet: once a ListenerSet is
+// gone, the entries konglet wrote for it on routes are removed.
+func TestWriterRemovesEntriesOfADeletedListenerSet(t *testing.T) {
+	setKind := gwv1.Kind("ListenerSet")
+	entry := gwv1.RouteParentStatus{
+		ParentRef:      gwv1.ParentReference{Kind: &setKind, Name: "extra", Namespace: &boundNS},
+		ControllerName: gwv1.GatewayController(ours),
+		Conditions:     []metav1.Condition{{Type: "Accepted", Status: metav1.ConditionTrue, Reason: "Accepted", LastTransitionTime: t0}},
+	}
+	set := &gwv1.ListenerSet{ObjectMeta: metav1.ObjectMeta{Name: "extra", Namespace: "kong"},
+		Spec: gwv1.ListenerSetSpec{ParentRef: gwv1.ParentGatewayReference{Name: "gw"}}}
+	route := routeWith(entry)
+	client := fake.NewClientset(route)
+	w := NewWriter(client, []types.NamespacedName{bound}, nil, func() time.Time { return t1 })
+	desired := translate.Status{Routes: map[translate.ObjectRef][]gwv1.RouteParentStatus{routeRef: {entry}}}
+	if _, err := w.Write(context.Background(), &snapshot.Snapshot{ControllerName: ours, HTTPRoutes: []*gwv1.HTTPRoute{route},
+		ListenerSets: []*gwv1.ListenerSet{set}}, desired); err != nil {
+		t.Fatal(err)
+	}
+	// The set is deleted: the translation wants no entry for it any more.
+	res, err := w.Write(context.Background(), &snapshot.Snapshot{ControllerName: ours, HTTPRoutes: []*gwv1.HTTPRoute{route}}, translate.Status{})
+	if err != nil || res.Writes != 1 {
+		t.Fatalf("Write = %+v, %v; want the entry removed", res, err)
+	}
+	if parents := stored(t, client).Status.Parents; len(parents) != 0 {
+		t.Fatalf("entries left: %+v", parents)
 	}
 }
