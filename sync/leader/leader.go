@@ -34,7 +34,9 @@ type Elector struct {
 
 // LeaseName is the Lease that elects the status writer of a Gateway; it
 // lives in the Gateway's namespace.
-func LeaseName(gateway types.NamespacedName) string { return status.ObjectName("konglet-", gateway.Name, "") }
+func LeaseName(gateway types.NamespacedName) string {
+	return status.ObjectName("konglet-", gateway.Name, "")
+}
 
 // Run takes part in the elections of every gateway until ctx ends. changed
 // is called whenever this replica gains or loses a lead, so that a new
