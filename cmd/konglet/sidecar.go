@@ -46,6 +46,7 @@ type config struct {
 	quiet, maxDelay time.Duration
 	serviceUpstream bool
 	maxConfigBytes  int
+	maxSecretBytes  int
 	logLevel        string
 	leaderElection  bool
 	kubeQPS         float64
@@ -68,6 +69,7 @@ func (c *config) flags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.maxDelay, "sync-max-delay", 80*time.Millisecond, "but no later than this after the first change")
 	fs.BoolVar(&c.serviceUpstream, "service-upstream", false, "target Services by DNS name instead of Pod IPs (for a mesh); the Service annotation konglet.dev/upstream overrides it")
 	fs.IntVar(&c.maxConfigBytes, "max-config-bytes", 10<<20, "largest POST /config body sent to Kong (Kong's admin API refuses bodies above nginx_admin_client_max_body_size, 10m by default)")
+	fs.IntVar(&c.maxSecretBytes, "max-secret-bytes", informers.DefaultMaxSecretBytes, "largest data of a Secret a listener may use; a larger one is refused on the listener and its data not kept")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.Float64Var(&c.kubeQPS, "kube-api-qps", 200, "requests per second to the API server (status writes come in bursts when many routes change)")
 	fs.IntVar(&c.kubeBurst, "kube-api-burst", 400, "burst of requests to the API server")
@@ -95,6 +97,10 @@ func runSidecar(args []string, stderr io.Writer) int {
 	klog.SetSlogLogger(log)
 	if len(cfg.gateways) == 0 {
 		log.Error("no Gateway to serve: set --gateway namespace/name (or KONGLET_GATEWAY)")
+		return 2
+	}
+	if cfg.maxSecretBytes <= 0 {
+		log.Error("--max-secret-bytes must be positive")
 		return 2
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -136,6 +142,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 		PodNamespace:   cfg.podNamespace,
 		PodName:        cfg.podName,
 		PublishService: types.NamespacedName(cfg.publishService),
+		MaxSecretBytes: cfg.maxSecretBytes,
 	}
 	cache, err := informers.New(kube, gw, scope, informers.NewTrigger(cfg.quiet, cfg.maxDelay))
 	if err != nil {

@@ -121,6 +121,8 @@ type translation struct {
 	memo, nextMemo map[*metav1.ObjectMeta]*routeMemo
 	recording      *recorder
 	listeners      []*listener
+	// secretRefs, when not nil, collects the Secrets listeners may use.
+	secretRefs map[types.NamespacedName]bool
 }
 
 func (t *translation) config() *declarative.Config {
