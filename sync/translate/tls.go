@@ -85,7 +85,7 @@ func secretProblem(key types.NamespacedName, p snapshot.SecretProblem) (gwv1.Lis
 	switch {
 	case p.Forbidden:
 		return gwv1.ListenerReasonRefNotPermitted, fmt.Sprintf(
-			"konglet may not read Secret %s: its ServiceAccount needs a Role granting get, list and watch on secrets in namespace %s, and a RoleBinding (see %s)",
+			"konglet may not read Secret %s: its ServiceAccount needs a Role granting list and watch on secrets in namespace %s, and a RoleBinding (see %s)",
 			key, key.Namespace, secretRBACDoc)
 	case p.Size > p.Limit:
 		return gwv1.ListenerReasonInvalidCertificateRef, fmt.Sprintf(
