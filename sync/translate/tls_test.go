@@ -124,3 +124,19 @@ func TestSecretProblems(t *testing.T) {
 		t.Errorf("output differs from %s (run with -update to accept):\n%s", golden, lineDiff(string(want), string(got)))
 	}
 }
+
+// TestSecretProblemsThroughAMemo: a Secret that becomes unusable takes its
+// listener's routes and certificate away; a Memo must not keep them.
+func TestSecretProblemsThroughAMemo(t *testing.T) {
+	s := loadSnapshot(t, snapshot.RouterExpressions, "testdata/secrets/input.yaml")
+	var memo translate.Memo
+	if got := sameResult(t, "readable", &memo, s, nil); len(got.Config.Certificates) != 1 {
+		t.Fatalf("%d certificates served, want the one of kong/secure", len(got.Config.Certificates))
+	}
+	refused := *s
+	refused.SecretProblems = map[types.NamespacedName]snapshot.SecretProblem{{Namespace: "kong", Name: "secure"}: {Forbidden: true}}
+	if got := sameResult(t, "refused", &memo, &refused, nil); len(got.Config.Certificates) != 0 || len(got.Config.Services) != 0 {
+		t.Errorf("with kong/secure refused: %d certificates, %d services served, want none", len(got.Config.Certificates), len(got.Config.Services))
+	}
+	sameResult(t, "readable again", &memo, s, nil)
+}
