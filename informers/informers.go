@@ -28,6 +28,7 @@ import (
 	gwlisters "sigs.k8s.io/gateway-api/pkg/client/listers/apis/v1"
 
 	"github.com/konglet/konglet/sync/snapshot"
+	"github.com/konglet/konglet/sync/translate"
 )
 
 // Scope says which objects are watched.
@@ -36,6 +37,8 @@ type Scope struct {
 	PodNamespace   string
 	PodName        string
 	PublishService types.NamespacedName // empty: the Service that selects the Pod
+	// MaxSecretBytes caps a Secret's data (0: DefaultMaxSecretBytes).
+	MaxSecretBytes int
 }
 
 // Cache holds the watched objects and notifies Trigger on every change.
@@ -57,7 +60,7 @@ type Cache struct {
 	services    corelisters.ServiceLister
 	slices      discoverylisters.EndpointSliceLister
 	namespaces  corelisters.NamespaceLister
-	secrets     corelisters.SecretLister
+	secrets     *secretWatchers
 	pods        corelisters.PodLister
 	hasPodScope bool
 	// externalNames, when set, allows ExternalName backends and resolves
@@ -79,17 +82,15 @@ func New(kube kubernetes.Interface, gw gwclient.Interface, scope Scope, trigger 
 		core.Core().V1().Namespaces().Informer()); err != nil {
 		return nil, err
 	}
-	// Only TLS Secrets are cached (DESIGN decision 8): the field selector
-	// keeps every other Secret out of memory.
-	secrets := kubeinformers.NewSharedInformerFactoryWithOptions(kube, resyncNever, transform,
-		kubeinformers.WithTweakListOptions(func(o *metav1.ListOptions) {
-			o.FieldSelector = fields.OneTermEqualSelector("type", string(corev1.SecretTypeTLS)).String()
-		}))
-	c.secrets = secrets.Core().V1().Secrets().Lister()
-	if err := c.watch(secrets.Core().V1().Secrets().Informer()); err != nil {
-		return nil, err
+	c.factories = append(c.factories, core)
+	// Secrets are watched one by one, only those that listeners may use
+	// (DESIGN decision 8): see Snapshot.
+	limit := scope.MaxSecretBytes
+	if limit <= 0 {
+		limit = DefaultMaxSecretBytes
 	}
-	c.factories = append(c.factories, core, secrets)
+	c.secrets = &secretWatchers{kube: kube, limit: limit, events: c.events(), notify: trigger.Notify,
+		watching: map[types.NamespacedName]*secretWatcher{}}
 	if scope.PodName != "" && scope.PodNamespace != "" {
 		// The Pods of the own namespace: this one, and its peers whose
 		// konglet conditions make the Gateway's Programmed.
@@ -136,16 +137,21 @@ func New(kube kubernetes.Interface, gw gwclient.Interface, scope Scope, trigger 
 
 func (c *Cache) watch(informers ...cache.SharedIndexInformer) error {
 	for _, inf := range informers {
-		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(any) { c.Trigger.Notify() },
-			UpdateFunc: c.onUpdate,
-			DeleteFunc: func(any) { c.Trigger.Notify() },
-		}); err != nil {
+		if _, err := inf.AddEventHandler(c.events()); err != nil {
 			return err
 		}
 		c.synced = append(c.synced, inf.HasSynced)
 	}
 	return nil
+}
+
+// events asks for a sync on every change that can matter.
+func (c *Cache) events() cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { c.Trigger.Notify() },
+		UpdateFunc: c.onUpdate,
+		DeleteFunc: func(any) { c.Trigger.Notify() },
+	}
 }
 
 // onUpdate skips what cannot change the translation: resyncs, and status-only
@@ -203,6 +209,7 @@ const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
 
 // Start runs the informers until ctx ends.
 func (c *Cache) Start(ctx context.Context) {
+	c.secrets.ctx = ctx
 	for _, f := range c.factories {
 		f.Start(ctx.Done())
 	}
@@ -224,7 +231,8 @@ func (c *Cache) Synced() bool {
 }
 
 // Snapshot is a read-only view of the caches. The objects are the cache's
-// own: the translation must not modify them (and does not).
+// own: the translation must not modify them (and does not). It starts and
+// stops Secret watchers, so it runs after Start and from one goroutine.
 func (c *Cache) Snapshot(controller string, kong snapshot.Kong, serviceUpstream bool) (*snapshot.Snapshot, error) {
 	s := &snapshot.Snapshot{
 		ControllerName:  controller,
@@ -233,6 +241,7 @@ func (c *Cache) Snapshot(controller string, kong snapshot.Kong, serviceUpstream 
 		EndpointSlices:  map[types.NamespacedName][]*discoveryv1.EndpointSlice{},
 		Namespaces:      map[string]*corev1.Namespace{},
 		Secrets:         map[types.NamespacedName]*corev1.Secret{},
+		SecretProblems:  map[types.NamespacedName]snapshot.SecretProblem{},
 		Kong:            kong,
 		ServiceUpstream: serviceUpstream,
 	}
@@ -293,13 +302,6 @@ func (c *Cache) Snapshot(controller string, kong snapshot.Kong, serviceUpstream 
 	for _, ns := range namespaces {
 		s.Namespaces[ns.Name] = ns
 	}
-	secrets, err := c.secrets.List(everything)
-	if err != nil {
-		return nil, err
-	}
-	for _, sec := range secrets {
-		s.Secrets[types.NamespacedName{Namespace: sec.Namespace, Name: sec.Name}] = sec
-	}
 	if c.hasPodScope {
 		if s.Pods, err = c.pods.Pods(c.scope.PodNamespace).List(everything); err != nil {
 			return nil, err
@@ -315,6 +317,10 @@ func (c *Cache) Snapshot(controller string, kong snapshot.Kong, serviceUpstream 
 		s.AllowExternalName = true
 		s.ExternalNames = c.externalNames.Lookup(externalNamesUsed(s))
 	}
+	// The Secrets come last: which ones listeners may use depends on all
+	// the above. A new one is waited for, briefly (secretWait).
+	c.secrets.update(translate.SecretRefs(s))
+	c.secrets.fill(s)
 	// Listers list in map order: a fixed order keeps "nothing changed"
 	// recognisable from one snapshot to the next (translate.Memo).
 	byName := func(a, b metav1.Object) int {

@@ -48,6 +48,7 @@ type config struct {
 	externalName    bool
 	maxConfigBytes  int
 	maxObjectBytes  int
+	maxSecretBytes  int
 	logLevel        string
 	leaderElection  bool
 	kubeQPS         float64
@@ -74,6 +75,7 @@ func (c *config) flags(fs *flag.FlagSet) {
 	// A tenth of the default document: the largest routes people write take
 	// tens of kilobytes, and one object can never take most of the budget.
 	fs.IntVar(&c.maxObjectBytes, "max-object-config-bytes", 1<<20, "largest share of the configuration one route may take; a larger route is left out and told why (0: no limit)")
+	fs.IntVar(&c.maxSecretBytes, "max-secret-bytes", informers.DefaultMaxSecretBytes, "largest data of a Secret a listener may use; a larger one is refused on the listener and its data not kept")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.Float64Var(&c.kubeQPS, "kube-api-qps", 200, "requests per second to the API server (status writes come in bursts when many routes change)")
 	fs.IntVar(&c.kubeBurst, "kube-api-burst", 400, "burst of requests to the API server")
@@ -101,6 +103,10 @@ func runSidecar(args []string, stderr io.Writer) int {
 	klog.SetSlogLogger(log)
 	if len(cfg.gateways) == 0 {
 		log.Error("no Gateway to serve: set --gateway namespace/name (or KONGLET_GATEWAY)")
+		return 2
+	}
+	if cfg.maxSecretBytes <= 0 {
+		log.Error("--max-secret-bytes must be positive")
 		return 2
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -142,6 +148,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 		PodNamespace:   cfg.podNamespace,
 		PodName:        cfg.podName,
 		PublishService: types.NamespacedName(cfg.publishService),
+		MaxSecretBytes: cfg.maxSecretBytes,
 	}
 	cache, err := informers.New(kube, gw, scope, informers.NewTrigger(cfg.quiet, cfg.maxDelay))
 	if err != nil {

@@ -74,6 +74,18 @@ func (k Kong) LuaAllowed() bool {
 	return k.PluginEnabled("pre-function") && (k.UntrustedLua == "sandbox" || k.UntrustedLua == "on")
 }
 
+// SecretProblem is why konglet holds no usable copy of a Secret.
+type SecretProblem struct {
+	// Forbidden: RBAC does not let konglet read Secrets there.
+	Forbidden bool
+	// Size, when above Limit: the Secret holds that many bytes of data, and
+	// its data was dropped as it arrived.
+	Size, Limit int
+	// Err is the last error reading the Secret, which has not been read yet
+	// ("" if none came before konglet stopped waiting).
+	Err string
+}
+
 // Snapshot is everything one translation reads.
 type Snapshot struct {
 	ControllerName string
@@ -92,7 +104,12 @@ type Snapshot struct {
 	// EndpointSlices by the Service they belong to.
 	EndpointSlices map[types.NamespacedName][]*discoveryv1.EndpointSlice
 	Namespaces     map[string]*corev1.Namespace
-	Secrets        map[types.NamespacedName]*corev1.Secret
+	// Secrets are the TLS Secrets that listeners reference, as read; a
+	// Secret in SecretProblems is not here.
+	Secrets map[types.NamespacedName]*corev1.Secret
+	// SecretProblems say why a referenced Secret could not be used although
+	// it may exist (DESIGN decision 8).
+	SecretProblems map[types.NamespacedName]SecretProblem
 	// PublishService is the Service in front of this Kong (nil if unknown:
 	// listener ports are then checked against Kong's port_maps only).
 	PublishService *corev1.Service

@@ -61,6 +61,7 @@ type sharedInputs struct {
 	grants          []*gwv1.ReferenceGrant
 	namespaces      map[string]*corev1.Namespace
 	secrets         map[types.NamespacedName]*corev1.Secret
+	secretProblems  map[types.NamespacedName]snapshot.SecretProblem
 	publishService  *corev1.Service
 	pod             types.UID // a Pod's container ports never change
 	kong            snapshot.Kong
@@ -76,7 +77,7 @@ type sharedInputs struct {
 func sharedInputsOf(s *snapshot.Snapshot, refused Refusals) sharedInputs {
 	in := sharedInputs{controller: s.ControllerName, gateways: slices.Clone(s.Gateways), classes: maps.Clone(s.GatewayClasses),
 		listenerSets: slices.Clone(s.ListenerSets), grants: slices.Clone(s.ReferenceGrants), namespaces: maps.Clone(s.Namespaces),
-		secrets: maps.Clone(s.Secrets), publishService: s.PublishService, kong: s.Kong, serviceUpstream: s.ServiceUpstream,
+		secrets: maps.Clone(s.Secrets), secretProblems: maps.Clone(s.SecretProblems), publishService: s.PublishService, kong: s.Kong, serviceUpstream: s.ServiceUpstream,
 		refused: maps.Clone(refused)}
 	in.kong.ProxyListens, in.kong.StreamListens = slices.Clone(s.Kong.ProxyListens), slices.Clone(s.Kong.StreamListens)
 	in.kong.PortMaps, in.kong.EnabledPlugins = maps.Clone(s.Kong.PortMaps), maps.Clone(s.Kong.EnabledPlugins)
@@ -91,7 +92,7 @@ func (a sharedInputs) equal(b sharedInputs) bool {
 	return a.controller == b.controller && slices.EqualFunc(a.gateways, b.gateways, sameSpec) &&
 		maps.EqualFunc(a.classes, b.classes, sameSpec) && slices.EqualFunc(a.listenerSets, b.listenerSets, sameSpec) &&
 		slices.Equal(a.grants, b.grants) &&
-		maps.Equal(a.namespaces, b.namespaces) && maps.Equal(a.secrets, b.secrets) &&
+		maps.Equal(a.namespaces, b.namespaces) && maps.Equal(a.secrets, b.secrets) && maps.Equal(a.secretProblems, b.secretProblems) &&
 		a.publishService == b.publishService && a.pod == b.pod && a.serviceUpstream == b.serviceUpstream &&
 		maps.Equal(a.refused, b.refused) && reflect.DeepEqual(a.kong, b.kong) &&
 		a.allowExternalName == b.allowExternalName && maps.EqualFunc(a.externalNames, b.externalNames, sameResolution) &&

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"crypto/tls"
 	"fmt"
+	"maps"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
@@ -12,6 +13,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/konglet/konglet/proxy/declarative"
+	"github.com/konglet/konglet/sync/snapshot"
 )
 
 // listenerCertificates resolves an HTTPS listener's certificateRefs into
@@ -28,7 +30,9 @@ func (t *translation) listenerCertificates(l *listener) ([]*corev1.Secret, *meta
 	if spec.TLS == nil || len(spec.TLS.CertificateRefs) == 0 {
 		return invalid(gwv1.ListenerReasonInvalidCertificateRef, "an HTTPS listener needs tls.certificateRefs")
 	}
-	var secrets []*corev1.Secret
+	// Every reference is checked before any Secret is looked up, so that
+	// SecretRefs learns all the Secrets a listener needs at once.
+	keys := make([]types.NamespacedName, 0, len(spec.TLS.CertificateRefs))
 	for _, ref := range spec.TLS.CertificateRefs {
 		group, kind := "", "Secret"
 		if ref.Group != nil {
@@ -47,17 +51,65 @@ func (t *translation) listenerCertificates(l *listener) ([]*corev1.Secret, *meta
 		if ns != l.namespace && !t.grantedTo(l.namespace, owner, ns, "Secret", string(ref.Name)) {
 			return invalid(gwv1.ListenerReasonRefNotPermitted, "certificateRef to Secret %s/%s is not permitted: no ReferenceGrant in namespace %s allows it", ns, ref.Name, ns)
 		}
-		secret := t.snap.Secrets[types.NamespacedName{Namespace: ns, Name: string(ref.Name)}]
+		keys = append(keys, types.NamespacedName{Namespace: ns, Name: string(ref.Name)})
+	}
+	for _, key := range keys {
+		if t.secretRefs != nil {
+			t.secretRefs[key] = true
+		}
+	}
+	secrets := make([]*corev1.Secret, 0, len(keys))
+	for _, key := range keys {
+		if p, ok := t.snap.SecretProblems[key]; ok {
+			reason, message := secretProblem(key, p)
+			return invalid(reason, "%s", message)
+		}
+		secret := t.snap.Secrets[key]
 		if secret == nil || secret.Type != corev1.SecretTypeTLS {
-			return invalid(gwv1.ListenerReasonInvalidCertificateRef, "Secret %s/%s of type kubernetes.io/tls not found", ns, ref.Name)
+			return invalid(gwv1.ListenerReasonInvalidCertificateRef, "Secret %s of type kubernetes.io/tls not found", key)
 		}
 		// The key material itself never appears in a message.
 		if _, err := tls.X509KeyPair(secret.Data[corev1.TLSCertKey], secret.Data[corev1.TLSPrivateKeyKey]); err != nil {
-			return invalid(gwv1.ListenerReasonInvalidCertificateRef, "Secret %s/%s does not hold a valid certificate and matching key: %v", ns, ref.Name, err)
+			return invalid(gwv1.ListenerReasonInvalidCertificateRef, "Secret %s does not hold a valid certificate and matching key: %v", key, err)
 		}
 		secrets = append(secrets, secret)
 	}
 	return secrets, nil
+}
+
+// secretRBACDoc is where users learn to let konglet read a namespace's Secrets.
+const secretRBACDoc = "https://github.com/konglet/konglet/blob/main/docs/install.md#certificates-outside-the-gateways-namespace"
+
+// secretProblem explains why a Secret that a listener may use is not usable.
+func secretProblem(key types.NamespacedName, p snapshot.SecretProblem) (gwv1.ListenerConditionReason, string) {
+	switch {
+	case p.Forbidden:
+		return gwv1.ListenerReasonRefNotPermitted, fmt.Sprintf(
+			"konglet may not read Secret %s: its ServiceAccount needs a Role granting list and watch on secrets in namespace %s, and a RoleBinding (see %s)",
+			key, key.Namespace, secretRBACDoc)
+	case p.Size > p.Limit:
+		return gwv1.ListenerReasonInvalidCertificateRef, fmt.Sprintf(
+			"Secret %s holds %d bytes of data, more than konglet's limit of %d (--max-secret-bytes), so konglet does not keep it", key, p.Size, p.Limit)
+	case p.Err != "":
+		return gwv1.ListenerReasonInvalidCertificateRef, fmt.Sprintf("Secret %s could not be read: %s", key, p.Err)
+	}
+	return gwv1.ListenerReasonInvalidCertificateRef, fmt.Sprintf("Secret %s has not been read yet", key)
+}
+
+// SecretRefs are the Secrets that listeners of the bound Gateways and of
+// the ListenerSets attached to them may use: certificateRefs in the
+// listener's namespace or granted by a ReferenceGrant. konglet reads no
+// other Secret (DESIGN decision 8). Listeners do not depend on routes, so
+// they are left out of this translation.
+func SecretRefs(s *snapshot.Snapshot) []types.NamespacedName {
+	listenersOnly := *s
+	listenersOnly.HTTPRoutes, listenersOnly.GRPCRoutes, listenersOnly.TLSRoutes, listenersOnly.TCPRoutes, listenersOnly.UDPRoutes = nil, nil, nil, nil, nil
+	t := newTranslation(&listenersOnly, nil)
+	t.secretRefs = map[types.NamespacedName]bool{}
+	t.gateways()
+	return slices.SortedFunc(maps.Keys(t.secretRefs), func(a, b types.NamespacedName) int {
+		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+	})
 }
 
 // certificates builds Kong's certificates with the server names of the

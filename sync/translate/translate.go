@@ -129,6 +129,8 @@ type translation struct {
 	clusterIPs map[netip.Addr]*corev1.Service
 	// kongPods are the IPs of this Kong Pod and its peers (built on first use).
 	kongPods map[netip.Addr]bool
+	// secretRefs, when not nil, collects the Secrets listeners may use.
+	secretRefs map[types.NamespacedName]bool
 }
 
 func (t *translation) config() *declarative.Config {

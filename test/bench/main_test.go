@@ -113,6 +113,7 @@ func TestBench(t *testing.T) {
 	b.step(t, "statuswrites", b.statusWrites)
 	b.step(t, "coldstart1k", func(t *testing.T) { b.coldStart(t, 1_000, time.Second) })
 	b.step(t, "propagation_and_burst", b.propagationAndBurst)
+	b.step(t, "secrets", b.unrelatedSecrets)
 	b.step(t, "memory", b.memory)
 	b.step(t, "coldstart10k", func(t *testing.T) { b.coldStart(t, 10_000, 5*time.Second) })
 }

@@ -71,7 +71,7 @@ func TestRBACIsExactlyEnough(t *testing.T) {
 	if f := forbidden(base.requests); len(f) > 0 {
 		t.Errorf("with deploy/rbac as it is, the API server refused konglet (a missing rule): %v", f)
 	}
-	checkSecretReads(t, base.requests)
+	checkSecretReads(t, base.requests, baseSpec.layout.Gateway.Namespace)
 	logUnusedGrants(t, manifests, base.requests)
 
 	// One run per rule, without it. Runs are independent (own namespaces,
@@ -165,14 +165,12 @@ func tail(logs string, n int) string {
 // rbacRounds counts the rounds of TestRBACIsExactlyEnough in this process.
 var rbacRounds int
 
-// checkSecretReads: RBAC cannot grant "Secrets of type kubernetes.io/tls"
-// (a rule names resources and, at most, object names; never a field
-// selector), so the ClusterRole's list/watch on secrets lets the account read
-// every Secret of the cluster. What konglet actually asks for is checked
-// here instead: only list and watch across the cluster with the field
-// selector type=kubernetes.io/tls, never a Secret by name, never another
-// selector, so no other Secret ever reaches konglet.
-func checkSecretReads(t *testing.T, reqs []apiRequest) {
+// checkSecretReads: konglet reads only the Secret its listener names, by
+// name and type, in the Gateway's namespace; never a Secret by "get", never
+// across the cluster, never another selector. So no other Secret reaches it,
+// even where its Role would allow (list and watch on the namespace's
+// Secrets: RBAC cannot grant by type).
+func checkSecretReads(t *testing.T, reqs []apiRequest, gatewayNamespace string) {
 	t.Helper()
 	seen := 0
 	for _, r := range reqs {
@@ -182,8 +180,9 @@ func checkSecretReads(t *testing.T, reqs []apiRequest) {
 		}
 		seen++
 		fs := r.Query.Get("fieldSelector")
-		if (a.Verb != "list" && a.Verb != "watch") || a.Name != "" || fs != "type=kubernetes.io/tls" {
-			t.Errorf("konglet read Secrets beyond type=kubernetes.io/tls: %s (fieldSelector %q)", a, fs)
+		if (a.Verb != "list" && a.Verb != "watch") || a.Name != "" || a.Namespace != gatewayNamespace ||
+			fs != "metadata.name=secure-cert,type=kubernetes.io/tls" {
+			t.Errorf("konglet read Secrets beyond its listener's: %s (fieldSelector %q)", a, fs)
 		}
 	}
 	if seen == 0 {

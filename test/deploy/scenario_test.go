@@ -104,78 +104,12 @@ type world struct {
 func runScenario(spec scenarioSpec) (res *scenarioResult, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), spec.deadline+60*time.Second)
 	defer cancel()
-	w := &world{
-		spec: spec, ctx: ctx,
-		gwNS: spec.layout.Gateway.Namespace, podNS: spec.layout.PodNamespace,
-		appNS: spec.id + "-app", backendNS: spec.id + "-backend", otherNS: spec.id + "-other",
-		class: spec.id + "-konglet", controller: "konglet.dev/" + spec.id,
-		gatewayName: spec.layout.Gateway.Name, lease: spec.layout.Lease,
-	}
-	w.refusedRoute = "httproute." + w.appNS + ".bad.0.0.0"
-	defer func() {
-		for i := len(w.cleanups) - 1; i >= 0; i-- {
-			w.cleanups[i]()
-		}
-	}()
-
-	// The namespaces: the manifests' (as relocated) and the routes'.
-	for _, ns := range append(spec.rbac.namespaces(), w.gwNS, w.podNS, w.backendNS, w.otherNS) {
-		if err := w.create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-			return nil, err
-		}
-	}
-	if err := w.create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: w.appNS, Labels: map[string]string{selectorKey: spec.id}}}); err != nil {
+	w := newWorld(ctx, spec)
+	defer w.cleanUp()
+	if err := w.setUp(); err != nil {
 		return nil, err
 	}
-	if err := spec.rbac.apply(ctx); err != nil {
-		return nil, fmt.Errorf("applying the RBAC: %w", err)
-	}
-	w.cleanups = append(w.cleanups, func() { spec.rbac.deleteClusterScoped(context.Background()) })
-	if err := poll(15*time.Second, 50*time.Millisecond, func() error { return spec.rbac.effective(ctx, spec.layout.ServiceAccount) }); err != nil {
-		return nil, fmt.Errorf("the RBAC does not take effect: %w", err)
-	}
-	if err := w.createObjects(); err != nil {
-		return nil, err
-	}
-
-	// The Pod's credentials: a token bound to the Pod, from the TokenRequest
-	// API, which is what the kubelet projects into konglet's container.
-	pod, err := env.Kube.CoreV1().Pods(w.podNS).Get(ctx, podName, metav1.GetOptions{})
-	if err != nil {
-		return nil, err
-	}
-	tr, err := env.Kube.CoreV1().ServiceAccounts(spec.layout.ServiceAccount.Namespace).CreateToken(ctx, spec.layout.ServiceAccount.Name,
-		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
-			ExpirationSeconds: ptr(int64(3600)),
-			BoundObjectRef:    &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID},
-		}}, metav1.CreateOptions{})
-	if err != nil {
-		return nil, fmt.Errorf("requesting a token for the ServiceAccount: %w", err)
-	}
-	proxy, err := newAPIProxy()
-	if err != nil {
-		return nil, err
-	}
-	w.cleanups = append(w.cleanups, proxy.Close)
-	dir, err := os.MkdirTemp("", "konglet-rbac-")
-	if err != nil {
-		return nil, err
-	}
-	w.cleanups = append(w.cleanups, func() { os.RemoveAll(dir) })
-	kubeconfig, err := proxy.kubeconfig(dir, tr.Status.Token)
-	if err != nil {
-		return nil, err
-	}
-	w.kong = kongdouble.New(kongdouble.Options{})
-	w.cleanups = append(w.cleanups, w.kong.Close)
-	w.kong.RefuseEntity("route", w.refusedRoute)
-
-	p, err := startProcess(kubeconfig, w.kong.URL(),
-		"--gateway", spec.layout.Gateway.String(),
-		"--publish-service", w.podNS+"/"+publishName,
-		"--pod-name", podName, "--pod-namespace", w.podNS,
-		"--controller-name", w.controller,
-		"--lease-duration", "4s", "--lease-renew-deadline", "3s", "--lease-retry-period", "500ms")
+	p, proxy, err := w.startKonglet()
 	if err != nil {
 		return nil, err
 	}
@@ -223,6 +157,97 @@ loop:
 	res.logs = p.Logs()
 	res.raced = strings.Contains(p.Logs(), "WARNING: DATA RACE")
 	return res, nil
+}
+
+// newWorld names a run's objects; setUp creates them.
+func newWorld(ctx context.Context, spec scenarioSpec) *world {
+	w := &world{
+		spec: spec, ctx: ctx,
+		gwNS: spec.layout.Gateway.Namespace, podNS: spec.layout.PodNamespace,
+		appNS: spec.id + "-app", backendNS: spec.id + "-backend", otherNS: spec.id + "-other",
+		class: spec.id + "-konglet", controller: "konglet.dev/" + spec.id,
+		gatewayName: spec.layout.Gateway.Name, lease: spec.layout.Lease,
+	}
+	w.refusedRoute = "httproute." + w.appNS + ".bad.0.0.0"
+	return w
+}
+
+// cleanUp deletes what the run created, last first.
+func (w *world) cleanUp() {
+	for i := len(w.cleanups) - 1; i >= 0; i-- {
+		w.cleanups[i]()
+	}
+}
+
+// setUp creates the namespaces, applies the RBAC, waits until it takes
+// effect and creates everything konglet serves except the refused route.
+func (w *world) setUp() error {
+	ctx, spec := w.ctx, w.spec
+	// The namespaces: the manifests' (as relocated) and the routes'.
+	for _, ns := range append(spec.rbac.namespaces(), w.gwNS, w.podNS, w.backendNS, w.otherNS) {
+		if err := w.create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			return err
+		}
+	}
+	if err := w.create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: w.appNS, Labels: map[string]string{selectorKey: spec.id}}}); err != nil {
+		return err
+	}
+	if err := spec.rbac.apply(ctx); err != nil {
+		return fmt.Errorf("applying the RBAC: %w", err)
+	}
+	w.cleanups = append(w.cleanups, func() { spec.rbac.deleteClusterScoped(context.Background()) })
+	if err := poll(15*time.Second, 50*time.Millisecond, func() error { return spec.rbac.effective(ctx, spec.layout.ServiceAccount) }); err != nil {
+		return fmt.Errorf("the RBAC does not take effect: %w", err)
+	}
+	return w.createObjects()
+}
+
+// startKonglet runs konglet as the ServiceAccount, through a recording proxy,
+// against a new Kong double.
+func (w *world) startKonglet() (*process, *apiProxy, error) {
+	ctx, spec := w.ctx, w.spec
+	// The Pod's credentials: a token bound to the Pod, from the TokenRequest
+	// API, which is what the kubelet projects into konglet's container.
+	pod, err := env.Kube.CoreV1().Pods(w.podNS).Get(ctx, podName, metav1.GetOptions{})
+	if err != nil {
+		return nil, nil, err
+	}
+	tr, err := env.Kube.CoreV1().ServiceAccounts(spec.layout.ServiceAccount.Namespace).CreateToken(ctx, spec.layout.ServiceAccount.Name,
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
+			ExpirationSeconds: ptr(int64(3600)),
+			BoundObjectRef:    &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID},
+		}}, metav1.CreateOptions{})
+	if err != nil {
+		return nil, nil, fmt.Errorf("requesting a token for the ServiceAccount: %w", err)
+	}
+	proxy, err := newAPIProxy()
+	if err != nil {
+		return nil, nil, err
+	}
+	w.cleanups = append(w.cleanups, proxy.Close)
+	dir, err := os.MkdirTemp("", "konglet-rbac-")
+	if err != nil {
+		return nil, nil, err
+	}
+	w.cleanups = append(w.cleanups, func() { os.RemoveAll(dir) })
+	kubeconfig, err := proxy.kubeconfig(dir, tr.Status.Token)
+	if err != nil {
+		return nil, nil, err
+	}
+	w.kong = kongdouble.New(kongdouble.Options{})
+	w.cleanups = append(w.cleanups, w.kong.Close)
+	w.kong.RefuseEntity("route", w.refusedRoute)
+
+	p, err := startProcess(kubeconfig, w.kong.URL(),
+		"--gateway", spec.layout.Gateway.String(),
+		"--publish-service", w.podNS+"/"+publishName,
+		"--pod-name", podName, "--pod-namespace", w.podNS,
+		"--controller-name", w.controller,
+		"--lease-duration", "4s", "--lease-renew-deadline", "3s", "--lease-retry-period", "500ms")
+	if err != nil {
+		return nil, nil, err
+	}
+	return p, proxy, nil
 }
 
 // createObjects creates everything konglet serves except the refused route.
