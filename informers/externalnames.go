@@ -8,10 +8,6 @@ import (
 	"sync"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
-	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
-
 	"github.com/konglet/konglet/sync/snapshot"
 )
 
@@ -156,63 +152,4 @@ func (e *ExternalNames) resolve(ctx context.Context, name string) snapshot.Resol
 	}
 	slices.SortFunc(addrs, netip.Addr.Compare)
 	return snapshot.Resolution{Addrs: slices.Compact(addrs)}
-}
-
-// externalNamesUsed lists the names of the ExternalName Services that the
-// routes' backendRefs name (IP literals need no lookup), sorted.
-func externalNamesUsed(s *snapshot.Snapshot) []string {
-	var names []string
-	add := func(routeNamespace string, ref gwv1.BackendObjectReference) {
-		if (ref.Group != nil && *ref.Group != "") || (ref.Kind != nil && *ref.Kind != "Service") {
-			return
-		}
-		ns := routeNamespace
-		if ref.Namespace != nil {
-			ns = string(*ref.Namespace)
-		}
-		svc := s.Services[types.NamespacedName{Namespace: ns, Name: string(ref.Name)}]
-		if svc == nil || svc.Spec.Type != corev1.ServiceTypeExternalName {
-			return
-		}
-		if _, err := netip.ParseAddr(svc.Spec.ExternalName); err != nil {
-			names = append(names, svc.Spec.ExternalName)
-		}
-	}
-	for _, r := range s.HTTPRoutes {
-		for _, rule := range r.Spec.Rules {
-			for _, b := range rule.BackendRefs {
-				add(r.Namespace, b.BackendObjectReference)
-			}
-		}
-	}
-	for _, r := range s.GRPCRoutes {
-		for _, rule := range r.Spec.Rules {
-			for _, b := range rule.BackendRefs {
-				add(r.Namespace, b.BackendObjectReference)
-			}
-		}
-	}
-	for _, r := range s.TLSRoutes {
-		for _, rule := range r.Spec.Rules {
-			for _, b := range rule.BackendRefs {
-				add(r.Namespace, b.BackendObjectReference)
-			}
-		}
-	}
-	for _, r := range s.TCPRoutes {
-		for _, rule := range r.Spec.Rules {
-			for _, b := range rule.BackendRefs {
-				add(r.Namespace, b.BackendObjectReference)
-			}
-		}
-	}
-	for _, r := range s.UDPRoutes {
-		for _, rule := range r.Spec.Rules {
-			for _, b := range rule.BackendRefs {
-				add(r.Namespace, b.BackendObjectReference)
-			}
-		}
-	}
-	slices.Sort(names)
-	return slices.Compact(names)
 }

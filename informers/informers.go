@@ -315,7 +315,7 @@ func (c *Cache) Snapshot(controller string, kong snapshot.Kong, serviceUpstream 
 	s.PublishService = c.publishService(s)
 	if c.externalNames != nil {
 		s.AllowExternalName = true
-		s.ExternalNames = c.externalNames.Lookup(externalNamesUsed(s))
+		s.ExternalNames = c.externalNames.Lookup(translate.ExternalNames(s))
 	}
 	// The Secrets come last: which ones listeners may use depends on all
 	// the above. A new one is waited for, briefly (secretWait).

@@ -12,6 +12,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/konglet/konglet/proxy/declarative"
+	"github.com/konglet/konglet/sync/snapshot"
 )
 
 // attachment is where one route is served: hostname ("" for any) to the
@@ -26,23 +27,29 @@ type servedBy struct {
 	listener     *listener
 }
 
-func (t *translation) routes() {
-	routes := make([]route, 0, len(t.snap.HTTPRoutes)+len(t.snap.GRPCRoutes))
-	for _, r := range t.snap.HTTPRoutes {
+// routesOf lists the routes of every kind, as the translation sees them.
+func routesOf(s *snapshot.Snapshot) []route {
+	routes := make([]route, 0, len(s.HTTPRoutes)+len(s.GRPCRoutes))
+	for _, r := range s.HTTPRoutes {
 		routes = append(routes, fromHTTPRoute(r))
 	}
-	for _, r := range t.snap.GRPCRoutes {
+	for _, r := range s.GRPCRoutes {
 		routes = append(routes, fromGRPCRoute(r))
 	}
-	for _, r := range t.snap.TLSRoutes {
+	for _, r := range s.TLSRoutes {
 		routes = append(routes, fromTLSRoute(r))
 	}
-	for _, r := range t.snap.TCPRoutes {
+	for _, r := range s.TCPRoutes {
 		routes = append(routes, fromTCPRoute(r))
 	}
-	for _, r := range t.snap.UDPRoutes {
+	for _, r := range s.UDPRoutes {
 		routes = append(routes, fromUDPRoute(r))
 	}
+	return routes
+}
+
+func (t *translation) routes() {
+	routes := routesOf(t.snap)
 	// The order is the Gateway API's tie-break between routes: oldest first,
 	// then by namespace/name. A route's index in it is its rank.
 	slices.SortFunc(routes, func(a, b route) int {

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/konglet/konglet/sync/snapshot"
@@ -102,4 +103,34 @@ func (t *translation) serviceWithClusterIP(addr netip.Addr) *corev1.Service {
 		}
 	}
 	return t.clusterIPs[addr]
+}
+
+// ExternalNames lists the names of the ExternalName Services that routes'
+// backendRefs name (IP literals need no lookup), sorted: the names konglet
+// resolves for the translation (snapshot.ExternalNames).
+func ExternalNames(s *snapshot.Snapshot) []string {
+	var names []string
+	for _, r := range routesOf(s) {
+		for _, rule := range r.rules {
+			for _, b := range rule.backendRefs {
+				ref := b.BackendObjectReference
+				if (ref.Group != nil && *ref.Group != "") || (ref.Kind != nil && *ref.Kind != kindService) {
+					continue
+				}
+				ns := r.meta.Namespace
+				if ref.Namespace != nil {
+					ns = string(*ref.Namespace)
+				}
+				svc := s.Services[types.NamespacedName{Namespace: ns, Name: string(ref.Name)}]
+				if svc == nil || svc.Spec.Type != corev1.ServiceTypeExternalName {
+					continue
+				}
+				if _, err := netip.ParseAddr(svc.Spec.ExternalName); err != nil {
+					names = append(names, svc.Spec.ExternalName)
+				}
+			}
+		}
+	}
+	slices.Sort(names)
+	return slices.Compact(names)
 }

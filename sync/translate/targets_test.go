@@ -2,6 +2,7 @@ package translate_test
 
 import (
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 
@@ -145,4 +146,41 @@ func meta(conds []metav1.Condition, typ string) metav1.Condition {
 		}
 	}
 	return metav1.Condition{}
+}
+
+// TestExternalNamesListsWhatRoutesUse: the names to resolve are those of
+// the ExternalName Services routes of any kind name, not IP literals, not
+// other Services, not ExternalNames no route uses.
+func TestExternalNamesListsWhatRoutesUse(t *testing.T) {
+	input := externalNameInput + `---
+apiVersion: v1
+kind: Service
+metadata: {name: literal, namespace: team-a}
+spec: {type: ExternalName, externalName: 192.0.2.1}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: unused, namespace: team-a}
+spec: {type: ExternalName, externalName: unused.example.net}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: stream, namespace: team-b}
+spec: {type: ExternalName, externalName: stream.example.net}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: TCPRoute
+metadata: {name: t, namespace: team-a}
+spec:
+  parentRefs: [{name: gw, namespace: kong}]
+  rules: [{backendRefs: [{name: stream, namespace: team-b, port: 5432}, {name: literal, port: 1}, {name: db, namespace: team-b, port: 5432}]}]
+`
+	var objs snapshot.Objects
+	if err := objs.Decode(strings.NewReader(input), "input"); err != nil {
+		t.Fatal(err)
+	}
+	snap := objs.Build(snapshot.DefaultControllerName, nil, publishService, snapshot.DefaultKong(snapshot.RouterExpressions))
+	if got, want := translate.ExternalNames(snap), []string{"ext.example.net", "stream.example.net"}; !slices.Equal(got, want) {
+		t.Fatalf("ExternalNames = %v, want %v", got, want)
+	}
 }
