@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/netip"
 	"strings"
 	"testing"
@@ -176,4 +177,77 @@ func noForbiddenTarget(raw []byte) error {
 		}
 	}
 	return nil
+}
+
+// TestServiceModeChecksEndpointsToo: in Service mode (for a mesh) Kong is
+// given the Service's DNS name, which for a headless Service resolves to
+// its endpoints: a hand-written one with another namespace's ClusterIP is
+// refused there too, while a good Service is served by name.
+func TestServiceModeChecksEndpointsToo(t *testing.T) {
+	kong := kongdouble.New(kongdouble.Options{})
+	defer kong.Close()
+	w := newWorld(t)
+	other := w.ns + "-b"
+	w.create(namespace(other))
+	w.create(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: other},
+		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "sql", Port: 5432}}}})
+	db, err := env.Kube.CoreV1().Services(other).Get(w.ctx, "db", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.backend(w.ns, "good", 80, 8080, "198.18.0.21")
+	w.create(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "headless", Namespace: w.ns},
+		Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Ports: []corev1.ServicePort{{Name: "web", Port: 5432}}}})
+	w.create(&discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Name: "headless", Namespace: w.ns, Labels: map[string]string{discoveryv1.LabelServiceName: "headless"}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{{Name: ptr("web"), Port: ptr(int32(5432))}},
+		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{db.Spec.ClusterIP}}},
+	})
+	w.create(w.route("good", []string{"good.example.com"}, gwv1.HTTPRouteRule{BackendRefs: []gwv1.HTTPBackendRef{backendRef("", "good", 80, 1)}}))
+	w.create(w.route("headless", []string{"headless.example.com"}, gwv1.HTTPRouteRule{BackendRefs: []gwv1.HTTPBackendRef{backendRef("", "headless", 5432, 1)}}))
+	startKonglet(t, kong, append(w.kongletArgs(), "--service-upstream")...)
+
+	eventually(t, 10*time.Second, "the good Service is served by its name", expectTargets(kong, "good.example.com", "/", "good."+w.ns+".svc:80"))
+	eventually(t, 10*time.Second, "the headless Service with another namespace's ClusterIP is refused", func() error {
+		p, err := w.routeParent("headless")
+		if err != nil {
+			return err
+		}
+		c := cond(p.Conditions, "ResolvedRefs")
+		if c == nil || c.Reason != "RefNotPermitted" || !strings.Contains(c.Message, other+"/db") {
+			return fmt.Errorf("ResolvedRefs %+v", c)
+		}
+		return nil
+	})
+	if strings.Contains(string(kong.RawConfig()), "headless."+w.ns+".svc") {
+		t.Fatal("the refused Service's name reached Kong")
+	}
+}
+
+// TestExactHeaderThatLooksLikeAKongRegex: on Kong's traditional_compatible
+// router a header value that starts with ~* is a regex; an Exact match
+// written so must match only that very value, not everything (~*.*).
+func TestExactHeaderThatLooksLikeAKongRegex(t *testing.T) {
+	kong := kongdouble.New(kongdouble.Options{RouterFlavor: "traditional_compatible"})
+	defer kong.Close()
+	w := newWorld(t)
+	w.backend(w.ns, "app", 80, 8080, "198.18.0.22")
+	w.create(w.route("token", []string{"app.example.com"}, gwv1.HTTPRouteRule{
+		Matches:     []gwv1.HTTPRouteMatch{{Headers: []gwv1.HTTPHeaderMatch{{Name: "X-Token", Value: "~*.*"}}}},
+		BackendRefs: []gwv1.HTTPBackendRef{backendRef("", "app", 80, 1)},
+	}))
+	startKonglet(t, kong, w.kongletArgs()...)
+	request := func(token string) kongdouble.Request {
+		return kongdouble.Request{ListenPort: 8000, Host: "app.example.com", Path: "/", Method: "GET", Headers: http.Header{"X-Token": {token}}}
+	}
+	eventually(t, 10*time.Second, "the exact value is routed", func() error {
+		if _, ok := kong.Route(request("~*.*")); !ok {
+			return fmt.Errorf("X-Token: ~*.* is not routed")
+		}
+		return nil
+	})
+	if d, ok := kong.Route(request("anything")); ok {
+		t.Fatalf("X-Token: anything is routed by %s: the exact match became a regex", d.RouteName)
+	}
 }
