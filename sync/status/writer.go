@@ -46,7 +46,9 @@ func NewWriter(client gwclient.Interface, bound []types.NamespacedName, leads fu
 	return &Writer{client: client, bound: bound, leads: leads, now: now}
 }
 
-func (w *Writer) leadsAny() bool {
+// Leading tells whether this replica writes the statuses of any bound
+// Gateway.
+func (w *Writer) Leading() bool {
 	for _, g := range w.bound {
 		if w.leads(g) {
 			return true
@@ -71,7 +73,7 @@ type task func(context.Context) (bool, error)
 // Write brings every object of the snapshot to the desired status. The
 // snapshot's objects are the current state; they are copied, never changed.
 func (w *Writer) Write(ctx context.Context, snap *snapshot.Snapshot, desired translate.Status) (Result, error) {
-	if !w.leadsAny() {
+	if !w.Leading() {
 		return Result{}, nil
 	}
 	now := metav1.NewTime(w.now().Truncate(time.Second))
