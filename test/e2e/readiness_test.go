@@ -363,7 +363,9 @@ func TestUnusableGatewayIsNotReady(t *testing.T) {
 
 	// Of another controller's class: still not ready, and told.
 	w.create(&gwv1.GatewayClass{ObjectMeta: metav1.ObjectMeta{Name: w.class + "-other"}, Spec: gwv1.GatewayClassSpec{ControllerName: "example.com/other"}})
-	t.Cleanup(func() { _ = env.GW.GatewayV1().GatewayClasses().Delete(w.ctx, w.class+"-other", metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = env.GW.GatewayV1().GatewayClasses().Delete(w.ctx, w.class+"-other", metav1.DeleteOptions{})
+	})
 	w.create(&gwv1.Gateway{ObjectMeta: metav1.ObjectMeta{Name: "typo", Namespace: w.ns},
 		Spec: gwv1.GatewaySpec{GatewayClassName: gwv1.ObjectName(w.class + "-other"), Listeners: []gwv1.Listener{httpListener("http", 80, "")}}})
 	eventually(t, 10*time.Second, "another controller's Gateway is told", w.expectPodCondition("kong-a", loadedCond, corev1.ConditionFalse, "NoUsableGateway", "belongs to example.com/other, not to konglet"))
