@@ -392,3 +392,6 @@ func (c *Cache) Notify() { c.Trigger.Notify() }
 
 // Wait blocks until the next coalesced batch of changes.
 func (c *Cache) Wait(ctx context.Context) error { return c.Trigger.Wait(ctx) }
+
+// WaitStatus blocks until a change that only statuses depend on.
+func (c *Cache) WaitStatus(ctx context.Context) error { return c.Trigger.WaitStatus(ctx) }

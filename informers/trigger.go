@@ -14,6 +14,7 @@ import (
 type Trigger struct {
 	quiet, maxDelay time.Duration
 	notify          chan struct{}
+	status          chan struct{}
 
 	mu         sync.Mutex
 	last, prev time.Time // the two latest changes
@@ -24,7 +25,7 @@ func NewTrigger(quiet, maxDelay time.Duration) *Trigger {
 	if maxDelay <= 0 {
 		maxDelay = quiet
 	}
-	return &Trigger{quiet: min(quiet, maxDelay), maxDelay: maxDelay, notify: make(chan struct{}, 1)}
+	return &Trigger{quiet: min(quiet, maxDelay), maxDelay: maxDelay, notify: make(chan struct{}, 1), status: make(chan struct{}, 1)}
 }
 
 // Notify records that something changed. It never blocks.
@@ -39,13 +40,24 @@ func (t *Trigger) Notify() {
 }
 
 // NotifyStatus records a change that only statuses depend on (a Pod's
-// konglet condition, which the leader reads for Programmed): it asks for a
-// sync, but is no change to Kong's configuration, so it does not make the
-// next real change look like part of a burst.
+// konglet conditions, which the leader reads for Programmed). It wakes
+// WaitStatus, not Wait: it is no change to Kong's configuration, and every
+// replica's load changes its own Pod, so a sync on each would make N².
 func (t *Trigger) NotifyStatus() {
 	select {
-	case t.notify <- struct{}{}:
+	case t.status <- struct{}{}:
 	default:
+	}
+}
+
+// WaitStatus blocks until NotifyStatus was called (or ctx ends, returning
+// its error). Notifications that arrive meanwhile are one.
+func (t *Trigger) WaitStatus(ctx context.Context) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.status:
+		return nil
 	}
 }
 

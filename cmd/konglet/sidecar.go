@@ -189,6 +189,8 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 		ServiceUpstream:  cfg.serviceUpstream,
 		KongPollInterval: cfg.kongPoll,
 		Budget:           reconcile.Budget{Total: cfg.maxConfigBytes, PerObject: cfg.maxObjectBytes},
+		Gateways:         cfg.gateways,
+		PodName:          cfg.podName,
 	})
 
 	srv := &http.Server{Addr: cfg.listen, Handler: handler(reg, loop.Ready), ReadHeaderTimeout: 5 * time.Second}
@@ -227,7 +229,7 @@ func handler(reg *prometheus.Registry, ready func() bool) http.Handler {
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
 		if !ready() {
-			http.Error(w, "Kong has not loaded a configuration from konglet yet", http.StatusServiceUnavailable)
+			http.Error(w, "Kong holds no configuration from konglet, or no bound Gateway can be served (see the log and the Pod's konglet.dev/config-loaded condition)", http.StatusServiceUnavailable)
 			return
 		}
 		_, _ = io.WriteString(w, "ok\n")

@@ -141,6 +141,19 @@ func (c *Client) ConfigHash(ctx context.Context) (string, error) {
 	return st.ConfigurationHash, nil
 }
 
+// HasUpstream tells whether the configuration Kong holds has an upstream of
+// that name (GET /upstreams/{name}: DB-less Kong serves its entities read-only).
+func (c *Client) HasUpstream(ctx context.Context, name string) (bool, error) {
+	_, err := c.kong.Upstreams.Get(ctx, kong.String(name))
+	if kong.IsNotFoundErr(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("GET /upstreams/%s: %w", name, err)
+	}
+	return true, nil
+}
+
 // LoadError is a refused or failed POST /config.
 type LoadError struct {
 	StatusCode int

@@ -64,6 +64,15 @@ func TestLoadHashMatchesKong(t *testing.T) {
 	if err := c.Load(context.Background(), doc); err != nil || kong.Loads() != 1 {
 		t.Fatalf("second identical load: %v, loads = %d (check_hash should make it a no-op)", err, kong.Loads())
 	}
+	for name, want := range map[string]bool{"u.svc": true, "other.svc": false} {
+		if got, err := c.HasUpstream(context.Background(), name); err != nil || got != want {
+			t.Errorf("HasUpstream(%s) = %v, %v; want %v", name, got, err, want)
+		}
+	}
+	kong.SetDown(true)
+	if _, err := c.HasUpstream(context.Background(), "u.svc"); err == nil {
+		t.Error("HasUpstream with Kong down: no error")
+	}
 }
 
 func TestLoadErrors(t *testing.T) {

@@ -110,8 +110,9 @@ func (c *fakeCache) WaitForSync(context.Context) bool { return true }
 func (c *fakeCache) Snapshot(string, snapshot.Kong, bool) (*snapshot.Snapshot, error) {
 	return c.snap, nil
 }
-func (c *fakeCache) Notify()                    {}
-func (c *fakeCache) Wait(context.Context) error { return nil }
+func (c *fakeCache) Notify()                          {}
+func (c *fakeCache) Wait(context.Context) error       { return nil }
+func (c *fakeCache) WaitStatus(context.Context) error { return nil }
 
 func (c *fakeCache) set(t *testing.T, yaml string) {
 	t.Helper()
@@ -137,6 +138,7 @@ func (k *fakeKong) Load(_ context.Context, doc []byte) error {
 	k.loaded = doc
 	return nil
 }
+func (k *fakeKong) HasUpstream(context.Context, string) (bool, error) { return k.loaded != nil, nil }
 
 // accepted returns the Accepted condition of a route's one parent.
 func accepted(t *testing.T, l *Loop, ns, name string) (bool, string) {
@@ -148,7 +150,7 @@ func accepted(t *testing.T, l *Loop, ns, name string) (bool, string) {
 		t.Fatal("no statuses offered")
 	}
 	// Put it back for the next look of the same sync.
-	l.offerStatus(job)
+	l.statuses <- job
 	parents := job.status.Routes[ref(ns, name)]
 	if len(parents) != 1 {
 		t.Fatalf("%s/%s has %d parents", ns, name, len(parents))

@@ -8,13 +8,16 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/konglet/konglet/proxy/admin"
 	"github.com/konglet/konglet/proxy/declarative"
@@ -28,6 +31,7 @@ type Kong interface {
 	Info(ctx context.Context) (admin.Info, error)
 	ConfigHash(ctx context.Context) (string, error)
 	Load(ctx context.Context, document []byte) error
+	HasUpstream(ctx context.Context, name string) (bool, error)
 }
 
 // Cache is the informer cache the loop reads.
@@ -36,12 +40,17 @@ type Cache interface {
 	Snapshot(controller string, kong snapshot.Kong, serviceUpstream bool) (*snapshot.Snapshot, error)
 	Notify()
 	Wait(ctx context.Context) error
+	// WaitStatus blocks until something that only statuses depend on
+	// changed (a Pod's konglet conditions).
+	WaitStatus(ctx context.Context) error
 }
 
 // StatusWriter writes statuses; whether this replica leads is the writer's
 // business.
 type StatusWriter interface {
 	Write(ctx context.Context, snap *snapshot.Snapshot, desired translate.Status) (status.Result, error)
+	// Leading tells whether this replica writes any Gateway's statuses.
+	Leading() bool
 }
 
 // EventRecorder tells users, on their objects, what Kong refused.
@@ -50,9 +59,10 @@ type EventRecorder interface {
 	Refused(ctx context.Context, snap *snapshot.Snapshot, ref translate.ObjectRef, message string) (bool, error)
 }
 
-// PodReporter sets this replica's load condition on its own Pod.
+// PodReporter sets this replica's conditions on its own Pod. current is
+// the Pod as last known (nil: read it); it returns the Pod as it now is.
 type PodReporter interface {
-	Report(ctx context.Context, current *corev1.Pod, want corev1.PodCondition) (bool, error)
+	Report(ctx context.Context, current *corev1.Pod, want []corev1.PodCondition) (*corev1.Pod, error)
 }
 
 // Options tune the loop.
@@ -65,6 +75,12 @@ type Options struct {
 	// MinBackoff and MaxBackoff bound the retry delay after a failure.
 	MinBackoff, MaxBackoff time.Duration
 	Budget                 Budget
+	// Gateways are the bound Gateways (--gateway): the Pod is not ready
+	// while none of them can be served.
+	Gateways []types.NamespacedName
+	// PodName is this replica's Pod, whose own state the loop knows before
+	// its Pod shows it.
+	PodName string
 }
 
 // Loop is the sync loop. Create it with New.
@@ -79,15 +95,29 @@ type Loop struct {
 	opts    Options
 	now     func() time.Time
 
-	loadedHash atomic.Value // string: the hash Kong confirmed last
-	loading    atomic.Value // string: the hash of a load in flight, "" if none
+	loading atomic.Value // string: the hash of a load in flight, "" if none
+
+	mu sync.Mutex
+	// state is what this replica knows of its Kong, which its Pod
+	// conditions and /readyz tell.
+	state status.Load
+
+	// offerMu orders the offers of statuses: base is the last
+	// translation's, before replicas are applied, which a peer's change
+	// applies again to.
+	offerMu sync.Mutex
+	base    statusJob
 	// statuses holds the newest statuses to write (at most one: a newer
 	// one replaces it), so that writing them never delays Kong's loads.
 	statuses chan statusJob
-	refusals refusals
-	memo     translate.Memo // the previous translation's work, for the next
-	failures int
-	kongNode string // the node id of the Kong last seen
+	// podStates holds the newest Pod conditions to write, likewise.
+	podStates chan []corev1.PodCondition
+	refusals  refusals
+	memo      translate.Memo // the previous translation's work, for the next
+	failures  int
+	kongNode  string      // the node id of the Kong last seen
+	info      *admin.Info // GET / as last answered: translations go on while Kong is down
+	problems  map[types.NamespacedName]string
 }
 
 // New returns a loop. pods and events may be nil (nothing to report on).
@@ -101,26 +131,34 @@ func New(cache Cache, kong Kong, writer StatusWriter, pods PodReporter, events E
 	if opts.MaxBackoff < opts.MinBackoff {
 		opts.MaxBackoff = 30 * time.Second
 	}
-	l := &Loop{cache: cache, kong: kong, status: writer, pods: pods, events: events, log: log, statuses: make(chan statusJob, 1), metrics: metrics, opts: opts, now: time.Now, refusals: refusals{}}
-	l.loadedHash.Store("")
+	l := &Loop{cache: cache, kong: kong, status: writer, pods: pods, events: events, log: log, metrics: metrics, opts: opts, now: time.Now, refusals: refusals{},
+		statuses: make(chan statusJob, 1), podStates: make(chan []corev1.PodCondition, 1)}
 	l.loading.Store("")
 	return l
 }
 
-// Ready tells whether Kong holds a configuration from this konglet: false
-// until the first load, and again while a Kong that lost it (restarted)
-// waits to be loaded.
-func (l *Loop) Ready() bool { return l.loadedHash.Load().(string) != "" }
+// Ready tells whether this Pod may take traffic: its Kong holds a
+// configuration from konglet (any one: a failed load leaves Kong serving
+// the last good one), and a bound Gateway can be served.
+func (l *Loop) Ready() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.state.Ready()
+}
 
 // Run syncs until ctx ends. Nothing is pushed before the caches have synced,
-// so Kong never receives a configuration built from a partial view.
+// so Kong never receives a configuration built from a partial view; but
+// Kong is asked at once what it holds, so that a restarted konglet is
+// ready before the API server answers when Kong holds its configuration.
 func (l *Loop) Run(ctx context.Context) error {
+	go l.reportPod(ctx)
+	go l.watchKong(ctx)
 	if !l.cache.WaitForSync(ctx) {
 		return nil // stopped before the caches synced: a clean stop too
 	}
 	l.log.Info("caches synced")
-	go l.watchKong(ctx)
 	go l.writeStatuses(ctx)
+	go l.watchPeers(ctx)
 	l.cache.Notify()
 	// retryAt is when a sync may run again after a failure: changes that
 	// arrive before it wait for it, so Kong's Retry-After and the backoff
@@ -161,20 +199,117 @@ func sleepUntil(ctx context.Context, t time.Time) bool {
 	}
 }
 
-// statusJob is one translation's statuses and the snapshot they are for.
+// statusJob is one translation's statuses, the snapshot they are for and
+// the hash of its configuration.
 type statusJob struct {
 	snap   *snapshot.Snapshot
 	status translate.Status
+	hash   string
 }
 
-// offerStatus queues the newest statuses, dropping older ones not written
-// yet. Only the sync loop offers, so draining then sending cannot block.
-func (l *Loop) offerStatus(job statusJob) {
+// offerStatus queues base's statuses with Programmed decided from the
+// replicas that replicas (a snapshot) shows, dropping older ones not
+// written yet. Callers hold offerMu, so draining then sending cannot block.
+func (l *Loop) offerStatus(base statusJob, replicas *snapshot.Snapshot) {
+	l.mu.Lock()
+	self := l.state
+	l.mu.Unlock()
+	list := status.Replicas(replicas, l.opts.PodName, self)
+	if len(list) == 0 {
+		// No endpoints to count (no publish Service, or none yet): this
+		// replica speaks for itself.
+		list = []status.Replica{status.ReplicaFrom(l.opts.PodName, true, self.Conditions())}
+	}
+	job := base
+	job.status = status.ApplyReplicas(base.status, list, base.hash)
 	select {
 	case <-l.statuses:
 	default:
 	}
 	l.statuses <- job
+}
+
+// watchPeers applies the replicas again to the last translation's statuses
+// when a Pod's conditions change: only the leader does, and without a sync
+// (every replica's load changes its own Pod; a sync on each would make N²).
+func (l *Loop) watchPeers(ctx context.Context) {
+	for l.cache.WaitStatus(ctx) == nil {
+		if l.status == nil || !l.status.Leading() {
+			continue
+		}
+		snap, err := l.cache.Snapshot(l.opts.ControllerName, snapshot.Kong{}, l.opts.ServiceUpstream)
+		if err != nil {
+			continue
+		}
+		l.offerMu.Lock()
+		if l.base.snap != nil {
+			// The writer compares with the snapshot's Gateways: give it
+			// the current ones (it wrote them since the translation).
+			job, objects := l.base, *l.base.snap
+			objects.Gateways = snap.Gateways
+			job.snap = &objects
+			l.offerStatus(job, snap)
+		}
+		l.offerMu.Unlock()
+	}
+}
+
+// podRetry is the delay before writing the Pod conditions again after a
+// failure (the API server may be away).
+const podRetry = time.Second
+
+// publish tells the Pod and the metrics about the current state.
+func (l *Loop) publish() {
+	// Under mu, so that of two publishes the newer state is the one left
+	// in the slot; the sends cannot block (only publish sends).
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	current := 0.0
+	if l.state.Current() {
+		current = 1
+	}
+	l.metrics.configCurrent.Set(current)
+	select {
+	case <-l.podStates:
+	default:
+	}
+	l.podStates <- l.state.Conditions()
+}
+
+// reportPod writes the newest conditions on this replica's Pod, from the
+// first one on: a restarted konglet tells as soon as the API server
+// answers, caches synced or not. It knows the Pod from its own writes
+// (the informer cache may lag behind them).
+func (l *Loop) reportPod(ctx context.Context) {
+	if l.pods == nil {
+		return
+	}
+	var pod *corev1.Pod
+	for {
+		var want []corev1.PodCondition
+		select {
+		case <-ctx.Done():
+			return
+		case want = <-l.podStates:
+		}
+		for {
+			now, err := l.pods.Report(ctx, pod, want)
+			if err == nil {
+				pod = now
+				break
+			}
+			if ctx.Err() != nil {
+				return
+			}
+			l.log.Error("reporting on the Pod; retrying", "error", err.Error(), "retry_in", podRetry.String())
+			select {
+			case <-ctx.Done():
+				return
+			case want = <-l.podStates:
+			case <-time.After(podRetry):
+			}
+		}
+	}
 }
 
 // statusRetry is the delay before a sync that retries failed status writes.
@@ -214,37 +349,82 @@ func (l *Loop) backoff(err error) time.Duration {
 	return d/2 + rand.N(d/2+1)
 }
 
-// watchKong polls Kong's configuration hash: a Kong that restarted (zero
-// hash) or holds another configuration gets ours again without waiting
-// for a cluster change.
+// held is the hash of the konglet configuration Kong holds, "" if none.
+func (l *Loop) held() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.state.Held
+}
+
+func (l *Loop) setHeld(hash string) {
+	l.mu.Lock()
+	l.state.Held = hash
+	l.mu.Unlock()
+}
+
+// zeroHash is Kong's configuration_hash while it holds no configuration.
+const zeroHash = "00000000000000000000000000000000"
+
+// watchKong asks Kong what it holds at once, then polls its configuration
+// hash: a Kong that restarted (zero hash) or holds another configuration
+// gets ours again without waiting for a cluster change.
 func (l *Loop) watchKong(ctx context.Context) {
 	t := time.NewTicker(l.opts.KongPollInterval)
 	defer t.Stop()
+	known := false // whether Kong answered once
 	for {
+		if l.checkKong(ctx) && !known {
+			known = true
+			l.publish()
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		want := l.loadedHash.Load().(string)
-		if want == "" {
-			continue
-		}
-		got, err := l.kong.ConfigHash(ctx)
-		if err != nil {
-			l.metrics.kongReachable.Set(0)
-			continue
-		}
-		l.metrics.kongReachable.Set(1)
-		// A load in flight changes Kong's hash before loadedHash follows
-		// (read loading, then loadedHash again: the load may end between).
-		if got != want && got != l.loading.Load().(string) && got != l.loadedHash.Load().(string) {
-			l.log.Warn("Kong does not hold konglet's configuration (restarted?); loading it again", "kong_hash", got, "want_hash", want)
-			l.metrics.kongRestarts.Inc()
-			l.loadedHash.Store("")
-			l.cache.Notify()
+	}
+}
+
+// checkKong compares the configuration Kong holds with the one konglet
+// believes it holds, and tells whether Kong answered. Kong holds one of
+// konglet's when its hash is not zero and it has the marker upstream: a
+// restarted konglet takes it over (ready at once); a Kong without one (it
+// restarted, or something else loaded it) is loaded again.
+func (l *Loop) checkKong(ctx context.Context) bool {
+	want := l.held()
+	got, err := l.kong.ConfigHash(ctx)
+	if err != nil {
+		l.metrics.kongReachable.Set(0)
+		return false
+	}
+	l.metrics.kongReachable.Set(1)
+	// A load in flight changes Kong's hash before held follows (read
+	// loading, then held again: the load may end between).
+	if got == want || got == l.loading.Load().(string) || got == l.held() {
+		return true
+	}
+	ours := false
+	if got != zeroHash {
+		if ours, err = l.kong.HasUpstream(ctx, translate.MarkerUpstream); err != nil {
+			return false
 		}
 	}
+	switch {
+	case want != "":
+		l.log.Warn("Kong does not hold the configuration konglet loaded (restarted?); loading it again", "kong_hash", got, "want_hash", want, "kong_holds_konglets", ours)
+		l.metrics.kongRestarts.Inc()
+	case ours:
+		l.log.Info("Kong holds a configuration from konglet: ready", "kong_hash", got)
+	default:
+		return true
+	}
+	if !ours {
+		got = ""
+	}
+	l.setHeld(got)
+	l.publish()
+	l.cache.Notify()
+	return true
 }
 
 // maxRefusalRounds bounds how often one sync rebuilds the configuration
@@ -255,19 +435,23 @@ const maxRefusalRounds = 5
 func (l *Loop) Sync(ctx context.Context) error {
 	start := l.now()
 	defer func() { l.metrics.syncDuration.Observe(l.now().Sub(start).Seconds()) }()
-	info, err := l.kong.Info(ctx)
-	if err != nil {
+	info, kongErr := l.kong.Info(ctx)
+	switch {
+	case kongErr != nil && l.info == nil:
 		l.metrics.kongReachable.Set(0)
 		l.metrics.pushes.WithLabelValues(pushFailed).Inc()
-		err = fmt.Errorf("reading Kong's GET /: %w", err)
-		// Tell the leader (and the readiness gate) that this replica is
-		// behind; the caches still give the Pod to report on.
-		if snap, serr := l.cache.Snapshot(l.opts.ControllerName, snapshot.Kong{}, l.opts.ServiceUpstream); serr == nil {
-			l.reportLoad(ctx, snap, "", err)
-		}
-		return err
+		return fmt.Errorf("reading Kong's GET /: %w", kongErr)
+	case kongErr != nil:
+		// Kong is down: translate for the Kong last seen (its settings
+		// change only with a restart, which GET / shows when it is back),
+		// so that statuses keep flowing.
+		l.metrics.kongReachable.Set(0)
+		kongErr = fmt.Errorf("reading Kong's GET /: %w", kongErr)
+		info = *l.info
+	default:
+		l.metrics.kongReachable.Set(1)
+		l.info = &info
 	}
-	l.metrics.kongReachable.Set(1)
 	if info.NodeID != l.kongNode {
 		// A new node id is a Kong (re)started: say what it is once.
 		l.kongNode = info.NodeID
@@ -293,6 +477,11 @@ func (l *Loop) Sync(ctx context.Context) error {
 			l.log.Warn("configuration over budget; routes left out or let back in", "bytes", len(doc), "left_out", l.refusals.describe())
 			continue
 		}
+		if kongErr != nil {
+			hash, loadErr = declarative.Hash(doc), kongErr
+			l.metrics.pushes.WithLabelValues(pushFailed).Inc()
+			break
+		}
 		hash, loadErr = l.load(ctx, doc, result.Config)
 		le, refused := admin.IsRefusal(loadErr)
 		if !refused || round == maxRefusalRounds {
@@ -305,24 +494,44 @@ func (l *Loop) Sync(ctx context.Context) error {
 	}
 	l.metrics.refused.Set(float64(len(l.refusals)))
 	l.announceRefusals(ctx, snap)
-	l.reportLoad(ctx, snap, hash, loadErr)
-	if loadErr != nil {
-		markNotProgrammed(&result.Status, loadErr)
-	} else {
-		status.ApplyReplicas(&result.Status, snap, hash)
-	}
-	l.offerStatus(statusJob{snap: snap, status: result.Status})
+	unusable := l.checkGateways(snap, result.Status)
+	l.mu.Lock()
+	l.state.Newest, l.state.Err, l.state.Unusable = hash, loadErr, unusable
+	l.mu.Unlock()
+	l.publish()
+	l.offerMu.Lock()
+	l.base = statusJob{snap: snap, status: result.Status, hash: hash}
+	l.offerStatus(l.base, snap)
+	l.offerMu.Unlock()
 	return loadErr
 }
 
-// reportLoad sets this replica's load condition on its own Pod.
-func (l *Loop) reportLoad(ctx context.Context, snap *snapshot.Snapshot, hash string, loadErr error) {
-	if l.pods == nil {
-		return
+// checkGateways tells, loudly (log, metric, Pod condition), about bound
+// Gateways that cannot be served, and returns why the Pod is not ready:
+// "" while at least one of them can be served (the others' traffic must
+// not suffer from a mistake in one).
+func (l *Loop) checkGateways(snap *snapshot.Snapshot, st translate.Status) string {
+	problems := status.GatewayProblems(snap, l.opts.Gateways, st)
+	changed := !maps.Equal(problems, l.problems)
+	l.problems = problems
+	var unusable []string
+	for key, problem := range problems {
+		usable := 0.0
+		if problem == "" {
+			usable = 1
+		} else {
+			unusable = append(unusable, problem)
+		}
+		l.metrics.gatewayUsable.WithLabelValues(key.String()).Set(usable)
+		if changed && problem != "" {
+			l.log.Error("cannot serve a bound Gateway", "gateway", key.String(), "problem", problem)
+		}
 	}
-	if _, err := l.pods.Report(ctx, snap.Pod, status.LoadCondition(hash, loadErr)); err != nil {
-		l.log.Error("reporting the load on the Pod", "error", err.Error())
+	if len(unusable) < len(problems) || len(problems) == 0 {
+		return ""
 	}
+	slices.Sort(unusable)
+	return "no bound Gateway can be served: " + strings.Join(unusable, "; ")
 }
 
 // announceRefusals puts an Event on each refused object not announced yet.
@@ -351,7 +560,7 @@ func (l *Loop) load(ctx context.Context, doc []byte, cfg *declarative.Config) (s
 	hash := declarative.Hash(doc)
 	l.metrics.configBytes.Set(float64(len(doc)))
 	l.metrics.kongRoutes.Set(float64(countRoutes(cfg)))
-	if hash == l.loadedHash.Load().(string) {
+	if hash == l.held() {
 		if current, err := l.kong.ConfigHash(ctx); err == nil && current == hash {
 			l.metrics.pushes.WithLabelValues(pushUnchanged).Inc()
 			l.metrics.lastSuccess.Set(float64(l.now().Unix()))
@@ -368,7 +577,7 @@ func (l *Loop) load(ctx context.Context, doc []byte, cfg *declarative.Config) (s
 		l.metrics.pushes.WithLabelValues(result).Inc()
 		return hash, err
 	}
-	l.loadedHash.Store(hash)
+	l.setHeld(hash)
 	l.metrics.pushes.WithLabelValues(pushLoaded).Inc()
 	l.metrics.lastSuccess.Set(float64(l.now().Unix()))
 	l.log.Info("Kong loaded the configuration", "hash", hash, "bytes", len(doc), "routes", countRoutes(cfg))
@@ -381,21 +590,6 @@ func countRoutes(cfg *declarative.Config) int {
 		n += len(s.Routes)
 	}
 	return n
-}
-
-// markNotProgrammed tells on every Gateway that Kong does not run the
-// current configuration, and why.
-func markNotProgrammed(st *translate.Status, err error) {
-	for key, g := range st.Gateways {
-		for i, c := range g.Conditions {
-			if c.Type == string(gwv1.GatewayConditionProgrammed) && c.Status == metav1.ConditionTrue {
-				g.Conditions[i].Status = metav1.ConditionFalse
-				g.Conditions[i].Reason = string(gwv1.GatewayReasonPending)
-				g.Conditions[i].Message = "Kong has not loaded the current configuration: " + err.Error()
-			}
-		}
-		st.Gateways[key] = g
-	}
 }
 
 // KongFromInfo is what the translation needs to know of the Kong that GET /

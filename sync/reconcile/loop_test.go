@@ -109,7 +109,7 @@ func TestRetryAfterHoldsWhileTheClusterChanges(t *testing.T) {
 // TestStopBeforeCachesSyncIsClean: SIGTERM before the first sync is a
 // normal stop, not an error (exit status 0).
 func TestStopBeforeCachesSyncIsClean(t *testing.T) {
-	l := New(&neverSynced{}, nil, nil, nil, nil, slog.New(slog.NewTextHandler(io.Discard, nil)), NewMetrics(prometheus.NewRegistry()), Options{})
+	l := New(&neverSynced{}, &fakeKong{}, nil, nil, nil, slog.New(slog.NewTextHandler(io.Discard, nil)), NewMetrics(prometheus.NewRegistry()), Options{})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if err := l.Run(ctx); err != nil {

@@ -14,6 +14,8 @@ type Metrics struct {
 	kongRoutes     prometheus.Gauge
 	kongRestarts   prometheus.Counter
 	statusFailures prometheus.Counter
+	configCurrent  prometheus.Gauge
+	gatewayUsable  *prometheus.GaugeVec
 }
 
 // Push results, the values of konglet_kong_pushes_total{result}.
@@ -68,8 +70,16 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "konglet_kong_config_lost_total",
 			Help: "Times Kong was seen without konglet's configuration (a restart) and was loaded again.",
 		}),
+		configCurrent: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "konglet_kong_config_current",
+			Help: "1 when Kong holds the newest configuration konglet built, else 0 (a failed load leaves Kong serving an older one).",
+		}),
+		gatewayUsable: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "konglet_gateway_usable",
+			Help: "Per bound Gateway (--gateway): 1 when konglet can serve it, 0 when it is missing, of a GatewayClass that is not konglet's, or has no usable listener.",
+		}, []string{"gateway"}),
 	}
 	reg.MustRegister(m.syncDuration, m.pushes, m.configBytes, m.lastSuccess, m.refused, m.kongReachable,
-		m.statusWrites, m.statusFailures, m.kongRoutes, m.kongRestarts)
+		m.statusWrites, m.statusFailures, m.kongRoutes, m.kongRestarts, m.configCurrent, m.gatewayUsable)
 	return m
 }

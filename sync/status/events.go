@@ -35,7 +35,7 @@ const maxNote = 1024
 // Refused records that Kong refused what an object produced, with Kong's
 // message, as a Warning Event on the object. It reports whether it wrote.
 func (e *Events) Refused(ctx context.Context, snap *snapshot.Snapshot, ref translate.ObjectRef, message string) (bool, error) {
-	if !e.writer.leadsAny() {
+	if !e.writer.Leading() {
 		return false, nil
 	}
 	obj := snap.Object(ref.Kind, ref.Namespace, ref.Name)

@@ -64,7 +64,9 @@ func (w *Writer) listenerSetGateways(snap *snapshot.Snapshot) map[types.Namespac
 	return maps.Clone(w.setGateways)
 }
 
-func (w *Writer) leadsAny() bool {
+// Leading tells whether this replica writes the statuses of any bound
+// Gateway.
+func (w *Writer) Leading() bool {
 	for _, g := range w.bound {
 		if w.leads(g) {
 			return true
@@ -89,7 +91,7 @@ type task func(context.Context) (bool, error)
 // Write brings every object of the snapshot to the desired status. The
 // snapshot's objects are the current state; they are copied, never changed.
 func (w *Writer) Write(ctx context.Context, snap *snapshot.Snapshot, desired translate.Status) (Result, error) {
-	if !w.leadsAny() {
+	if !w.Leading() {
 		return Result{}, nil
 	}
 	now := metav1.NewTime(w.now().Truncate(time.Second))

@@ -73,8 +73,13 @@ type Status struct {
 	Routes map[ObjectRef][]gwv1.RouteParentStatus
 }
 
-// placeholderUpstream is the one entity of a config that has nothing else.
-const placeholderUpstream = "placeholder.konglet.invalid"
+// MarkerUpstream is an idle upstream in every configuration konglet makes:
+// a restarted konglet asks Kong for it (GET /upstreams/{name}) to tell its
+// own configuration from one that something else loaded, and is ready at
+// once when Kong holds one of its own. It also keeps a configuration without
+// routes from being empty, which Kong counts as none (/status/ready 503,
+// hash zero).
+const MarkerUpstream = "marker.konglet.invalid"
 
 // Translate computes the Kong config and statuses for a snapshot. Objects
 // listed in refused are left out of the config and reported as refused.
@@ -143,18 +148,13 @@ func (t *translation) config() *declarative.Config {
 			cfg.Services = append(cfg.Services, svc)
 		}
 	}
+	cfg.Upstreams = append(make([]*declarative.Upstream, 0, len(t.upstreams)+1), &declarative.Upstream{Name: MarkerUpstream})
 	for _, u := range t.upstreams {
 		cfg.Upstreams = append(cfg.Upstreams, u)
 	}
 	slices.SortFunc(cfg.Upstreams, func(a, b *declarative.Upstream) int { return cmp.Compare(a.Name, b.Name) })
 	cfg.Certificates = t.certificates()
 	cfg.Plugins = t.globalPlugins()
-	if len(cfg.Services) == 0 && len(cfg.Upstreams) == 0 && len(cfg.Certificates) == 0 {
-		// Kong counts a config without entities as none: its /status/ready
-		// stays 503 and its hash stays zero. One idle upstream makes "no
-		// routes yet" a real, loaded configuration.
-		cfg.Upstreams = []*declarative.Upstream{{Name: placeholderUpstream}}
-	}
 	return cfg
 }
 

@@ -25,7 +25,7 @@ import (
 // The named checks of the RBAC scenario, each tied to what it needs:
 //
 //	gatewayclass-status      GatewayClass Accepted written (gatewayclasses/status)
-//	gateway-status           Gateway Accepted, Programmed (1 of 1 replicas) and listeners written (gateways/status, pods)
+//	gateway-status           Gateway Accepted, Programmed (1 of 1 ready replicas) and listeners written (gateways/status, pods)
 //	gateway-addresses        Gateway addresses = the publish Service's ClusterIP (services)
 //	httproute-status         HTTPRoute statuses written (httproutes/status)
 //	backend-routed           Kong routes to the EndpointSlice's Pod IPs (services, endpointslices)
@@ -451,8 +451,8 @@ func (w *world) checks() map[string]func() error {
 			}
 			// The one replica counted: the publish Service's EndpointSlice
 			// names the Pod, and the Pod carries konglet's condition.
-			if c := cond(g.Status.Conditions, "Programmed"); !strings.HasPrefix(c.Message, "1 of 1 replicas") {
-				return fmt.Errorf("Programmed says %q, want 1 of 1 replicas", c.Message)
+			if c := cond(g.Status.Conditions, "Programmed"); !strings.HasPrefix(c.Message, "1 of 1 ready replicas") {
+				return fmt.Errorf("Programmed says %q, want 1 of 1 ready replicas", c.Message)
 			}
 			for _, l := range []struct {
 				name     string

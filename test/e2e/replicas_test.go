@@ -54,7 +54,7 @@ func TestReplicasOneStatusWriter(t *testing.T) {
 	}
 	eventually(t, 10*time.Second, "Programmed counts three replicas", func() error {
 		c := cond(w.getGateway().Status.Conditions, "Programmed")
-		if c == nil || c.Status != metav1.ConditionTrue || c.Message != "3 of 3 replicas loaded the current configuration" {
+		if c == nil || c.Status != metav1.ConditionTrue || c.Message != "3 of 3 ready replicas hold the current configuration" {
 			return fmt.Errorf("Programmed = %+v", c)
 		}
 		return nil
@@ -95,7 +95,7 @@ func TestReplicasOneStatusWriter(t *testing.T) {
 	kongs[slow].SetDown(false)
 	eventually(t, 15*time.Second, "Programmed is True again once every replica holds the configuration", func() error {
 		c := cond(w.getGateway().Status.Conditions, "Programmed")
-		if c == nil || c.Status != metav1.ConditionTrue || c.Message != "3 of 3 replicas loaded the current configuration" {
+		if c == nil || c.Status != metav1.ConditionTrue || c.Message != "3 of 3 ready replicas hold the current configuration" {
 			return fmt.Errorf("Programmed = %+v", c)
 		}
 		return nil

@@ -193,6 +193,31 @@ func TestRestartForgetsConfig(t *testing.T) {
 	}
 }
 
+// TestGetUpstream: DB-less Kong answers GET /upstreams/{name or id} from
+// the configuration it holds (konglet looks for its marker this way).
+func TestGetUpstream(t *testing.T) {
+	d := newDouble(t, kongdouble.Options{})
+	if s := get(t, d, "/upstreams/echo-up").status; s != http.StatusNotFound {
+		t.Fatalf("before any config: %d, want 404", s)
+	}
+	postConfigString(t, d, "", string(mustJSON(t, validConfig())))
+	byName := get(t, d, "/upstreams/echo-up")
+	if byName.status != http.StatusOK || byName.body["name"] != "echo-up" {
+		t.Fatalf("by name: %d %s", byName.status, byName.raw)
+	}
+	id, _ := byName.body["id"].(string)
+	if r := get(t, d, "/upstreams/"+id); r.status != http.StatusOK || r.body["name"] != "echo-up" {
+		t.Errorf("by id %q: %d %s", id, r.status, r.raw)
+	}
+	if s := get(t, d, "/upstreams/other").status; s != http.StatusNotFound {
+		t.Errorf("unknown upstream: %d, want 404", s)
+	}
+	d.Restart()
+	if s := get(t, d, "/upstreams/echo-up").status; s != http.StatusNotFound {
+		t.Errorf("after a restart: %d, want 404", s)
+	}
+}
+
 func TestPostConfigBodies(t *testing.T) {
 	d := newDouble(t, kongdouble.Options{})
 	text := string(mustJSON(t, validConfig()))

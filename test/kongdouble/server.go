@@ -205,11 +205,30 @@ func (d *Double) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, message("ready"))
 	case path == "/config" && r.Method == http.MethodPost:
 		d.postConfig(w, r)
+	case strings.HasPrefix(path, "/upstreams/") && get:
+		d.getUpstream(w, strings.TrimPrefix(path, "/upstreams/"))
 	case path == "" || path == "/status" || path == "/status/ready" || path == "/config":
 		writeJSON(w, http.StatusMethodNotAllowed, message("Method not allowed"))
 	default:
 		writeJSON(w, http.StatusNotFound, message("Not found"))
 	}
+}
+
+// getUpstream answers GET /upstreams/{name or id}, as DB-less Kong's
+// read-only admin API does: the entity, or 404.
+func (d *Double) getUpstream(w http.ResponseWriter, key string) {
+	d.mu.Lock()
+	cfg := d.config
+	d.mu.Unlock()
+	if cfg != nil {
+		for id, u := range cfg.entities["upstreams"] {
+			if id == key || u["name"] == key {
+				writeJSON(w, http.StatusOK, cfg.stamped("upstreams", u))
+				return
+			}
+		}
+	}
+	writeJSON(w, http.StatusNotFound, message("Not found"))
 }
 
 // listenerString is the "listener" string Kong's conf loader
