@@ -3,9 +3,9 @@ package translate_test
 import (
 	"bytes"
 	"fmt"
-	"path/filepath"
+	"maps"
 	"reflect"
-	"strings"
+	"slices"
 	"testing"
 	"time"
 
@@ -153,15 +153,10 @@ func TestMemoMatchesAFreshTranslation(t *testing.T) {
 // both orders, against fresh translations: nothing of one input may leak
 // into the next.
 func TestMemoAcrossGoldenInputs(t *testing.T) {
-	inputs, err := filepath.Glob("testdata/golden/*.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
+	inputs := goldenInputs(t, false)
 	var snaps []*snapshot.Snapshot
-	for _, in := range inputs {
-		if !strings.HasSuffix(in, ".golden.yaml") {
-			snaps = append(snaps, loadSnapshot(t, snapshot.RouterExpressions, in))
-		}
+	for _, name := range slices.Sorted(maps.Keys(inputs)) {
+		snaps = append(snaps, loadSnapshot(t, snapshot.RouterExpressions, inputs[name]...))
 	}
 	var memo translate.Memo
 	for i, s := range append(snaps, snaps...) {
