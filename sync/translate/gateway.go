@@ -15,12 +15,6 @@ import (
 	"github.com/konglet/konglet/sync/snapshot"
 )
 
-const (
-	kindHTTPRoute = "HTTPRoute"
-	kindGateway   = "Gateway"
-	kindService   = "Service"
-)
-
 type gateway struct {
 	obj       *gwv1.Gateway
 	key       types.NamespacedName

@@ -11,8 +11,6 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 )
 
-const kindListenerSet = "ListenerSet"
-
 // listenerSet is a ListenerSet attached to a bound Gateway: its listeners
 // work like the Gateway's own, for the routes that name the ListenerSet.
 type listenerSet struct {

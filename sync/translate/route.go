@@ -284,18 +284,6 @@ func (t *translation) namespaceAllowed(l *listener, ns string) bool {
 	return false
 }
 
-// objectTags point a Kong entity back at the Kubernetes object behind it.
-// The kind implies the group and version, and the uid adds nothing Kong's
-// errors need, so both are left out: tags are repeated on many entities and
-// count against Kong's body limit.
-func objectTags(kind string, meta metav1.ObjectMeta) []string {
-	return []string{
-		"k8s-name:" + meta.Name,
-		"k8s-namespace:" + meta.Namespace,
-		"k8s-kind:" + kind,
-	}
-}
-
 // emit adds the Kong service and routes of every servable rule.
 func (t *translation) emit(r route, rank int, rules []ruleResult, where attachment) {
 	tags := objectTags(string(r.kind), *r.meta)
@@ -348,24 +336,4 @@ func redirects(plugins []*declarative.Plugin) bool {
 
 func joinMessages(msgs []string) string {
 	return strings.Join(msgs, "; ")
-}
-
-// RefFromTags reads back the object that objectTags named.
-func RefFromTags(tags []string) (ObjectRef, bool) {
-	var ref ObjectRef
-	for _, tag := range tags {
-		key, value, _ := strings.Cut(tag, ":")
-		switch key {
-		case "k8s-name":
-			ref.Name = value
-		case "k8s-namespace":
-			ref.Namespace = value
-		case "k8s-kind":
-			ref.Kind = value
-		}
-	}
-	if ref.Kind == kindHTTPRoute || ref.Kind == kindGRPCRoute {
-		ref.Group = gwv1.GroupName
-	}
-	return ref, ref.Kind != "" && ref.Name != ""
 }

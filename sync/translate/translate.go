@@ -37,31 +37,6 @@ type Result struct {
 	Status Status
 }
 
-// Owner is the object behind a Kong entity: the one its tags name, or for
-// an untagged route or target, the one its service's or upstream's tags
-// name. It searches the config, which is fine for the rare refusal and
-// costs nothing otherwise.
-func (r Result) Owner(id, name string, tags []string) (ObjectRef, bool) {
-	if ref, ok := RefFromTags(tags); ok {
-		return ref, true
-	}
-	for _, s := range r.Config.Services {
-		for _, route := range s.Routes {
-			if route.Name == name {
-				return RefFromTags(s.Tags)
-			}
-		}
-	}
-	for _, u := range r.Config.Upstreams {
-		for _, target := range u.Targets {
-			if target.ID == id {
-				return RefFromTags(u.Tags)
-			}
-		}
-	}
-	return ObjectRef{}, false
-}
-
 // Status holds the desired statuses, without timestamps: the status writer
 // keeps lastTransitionTime where a condition did not change.
 type Status struct {
