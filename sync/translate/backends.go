@@ -30,9 +30,9 @@ type backend struct {
 	addrs []string
 }
 
-// resolveBackend checks a backendRef the way the Gateway API asks: kind,
-// cross-namespace grant, existence, port.
-func (t *translation) resolveBackend(fromNamespace string, fromKind gwv1.Kind, ref gwv1.BackendRef) (backend, *refProblem) {
+// backendService names the Service a backendRef points at, if the route
+// may use it: a core Service, in its namespace or granted.
+func (t *translation) backendService(fromNamespace string, fromKind gwv1.Kind, ref gwv1.BackendRef) (types.NamespacedName, *refProblem) {
 	group, kind := "", kindService
 	if ref.Group != nil {
 		group = string(*ref.Group)
@@ -41,19 +41,24 @@ func (t *translation) resolveBackend(fromNamespace string, fromKind gwv1.Kind, r
 		kind = string(*ref.Kind)
 	}
 	if group != "" || kind != kindService {
-		return backend{}, &refProblem{gwv1.RouteReasonInvalidKind, fmt.Sprintf("backendRef %s/%s %q: only core Services are supported", group, kind, ref.Name)}
+		return types.NamespacedName{}, &refProblem{gwv1.RouteReasonInvalidKind, fmt.Sprintf("backendRef %s/%s %q: only core Services are supported", group, kind, ref.Name)}
 	}
 	ns := fromNamespace
 	if ref.Namespace != nil {
 		ns = string(*ref.Namespace)
 	}
 	if ns != fromNamespace && !t.grantedTo(fromNamespace, fromKind, ns, kindService, string(ref.Name)) {
-		return backend{}, &refProblem{gwv1.RouteReasonRefNotPermitted,
+		return types.NamespacedName{}, &refProblem{gwv1.RouteReasonRefNotPermitted,
 			fmt.Sprintf("backendRef to Service %s/%s is not permitted: no ReferenceGrant in namespace %s allows it", ns, ref.Name, ns)}
 	}
-	key := types.NamespacedName{Namespace: ns, Name: string(ref.Name)}
+	return types.NamespacedName{Namespace: ns, Name: string(ref.Name)}, nil
+}
+
+// resolveBackend checks the rest of a backendRef to the Service key the
+// way the Gateway API asks: existence, port, and addresses Kong may use.
+func (t *translation) resolveBackend(key types.NamespacedName, ref gwv1.BackendRef, fromNamespace string, fromKind gwv1.Kind) (backend, *refProblem) {
+	ns := key.Namespace
 	svc := t.snap.Services[key]
-	t.recordBackend(key, svc)
 	if svc == nil {
 		return backend{}, &refProblem{gwv1.RouteReasonBackendNotFound, fmt.Sprintf("Service %s/%s not found", ns, ref.Name)}
 	}
@@ -102,23 +107,16 @@ func (t *translation) grantedTo(fromNamespace string, fromKind gwv1.Kind, toName
 	return false
 }
 
-// upstreamFor returns the name of the Kong upstream that balances over the
-// backends, creating it once: rules with the same backends share it.
-func (t *translation) upstreamFor(backends []backend) string {
-	if len(backends) == 0 {
-		return "no-backend.konglet.invalid"
-	}
-	name := upstreamName(backends)
-	if _, ok := t.upstreams[name]; ok {
-		return name
-	}
+// noBackendHost is the host of a rule's Kong service when the rule has no
+// usable backend: its routes answer 500 before Kong connects anywhere.
+const noBackendHost = "no-backend.konglet.invalid"
+
+// upstream is the Kong upstream that balances over the backends.
+func (t *translation) upstream(name string, backends []backend) *declarative.Upstream {
 	// Kong's errors about an upstream or a target are traced back through
 	// these tags: a target to its Service, an upstream to its first one.
-	u := &declarative.Upstream{Name: name,
-		Tags: objectTags(kindService, backends[0].service.ObjectMeta)}
-	u.Targets = t.targets(name, backends)
-	t.upstreams[name] = u
-	return name
+	return &declarative.Upstream{Name: name, Tags: objectTags(kindService, backends[0].service.ObjectMeta),
+		Targets: t.targets(name, backends)}
 }
 
 // upstreamName is a hostname: readable for one backend, a digest of the

@@ -51,11 +51,10 @@ type listener struct {
 	// Kong's net.dst.port says for connections through it.
 	listen  snapshot.Listen
 	dstPort int
-	// attached counts the routes attached; lastAttached is the latest, so
-	// that a route naming the listener through two parentRefs counts once
-	// (a route's parentRefs are attached one after the other).
-	attached     int
-	lastAttached *metav1.ObjectMeta
+	// index is the listener's place among all listeners of the bound
+	// Gateways: routes name the listeners they attach to by it, which holds
+	// from one translation to the next while the Gateways are the same.
+	index int
 	// asksClientCerts marks an HTTPS listener refused because the Gateway
 	// asks client certificates on its port.
 	asksClientCerts bool
@@ -110,6 +109,9 @@ func (t *translation) gateways() {
 			byPort[l.spec.Port] = append(byPort[l.spec.Port], l)
 		}
 		t.gws = append(t.gws, g)
+	}
+	for i, l := range allListeners(t.gws) {
+		l.index = i
 	}
 	for port, ls := range byPort {
 		markConflicts(ls)
@@ -402,8 +404,18 @@ func hostnameOf(h *gwv1.Hostname) string {
 
 func ptr[T any](v T) *T { return &v }
 
-// finishGateways writes every Gateway's status once routes are attached.
-func (t *translation) finishGateways() {
+// allListeners lists every listener of the Gateways, in a fixed order.
+func allListeners(gws []*gateway) []*listener {
+	var out []*listener
+	for _, g := range gws {
+		out = append(out, g.all()...)
+	}
+	return out
+}
+
+// finishGateways writes every Gateway's status once routes are attached;
+// attached counts the routes of each listener (by index).
+func (t *translation) finishGateways(attached []int) {
 	for _, g := range t.gws {
 		gen := g.obj.Generation
 		st := gwv1.GatewayStatus{Addresses: t.gatewayAddresses()}
@@ -412,10 +424,10 @@ func (t *translation) finishGateways() {
 			if l.usable() {
 				valid++
 			}
-			st.Listeners = append(st.Listeners, l.status())
+			st.Listeners = append(st.Listeners, l.status(attached[l.index]))
 		}
 		if g.obj.Spec.AllowedListeners != nil {
-			st.AttachedListenerSets = ptr(int32(t.finishListenerSets(g)))
+			st.AttachedListenerSets = ptr(int32(t.finishListenerSets(g, attached)))
 		}
 		accepted := condition(string(gwv1.GatewayConditionAccepted), true, string(gwv1.GatewayReasonAccepted), t.routerNote(g), gen)
 		programmed := condition(string(gwv1.GatewayConditionProgrammed), true, string(gwv1.GatewayReasonProgrammed), "", gen)
@@ -437,8 +449,8 @@ func (t *translation) finishGateways() {
 }
 
 // status is the listener's status (a ListenerStatus; a ListenerSet entry
-// has the same fields).
-func (l *listener) status() gwv1.ListenerStatus {
+// has the same fields) with the number of routes attached to it.
+func (l *listener) status(attachedRoutes int) gwv1.ListenerStatus {
 	programmed := condition(string(gwv1.ListenerConditionProgrammed), true, string(gwv1.ListenerReasonProgrammed), "", l.generation)
 	if !l.usable() {
 		programmed = condition(string(gwv1.ListenerConditionProgrammed), false, string(gwv1.ListenerReasonInvalid),
@@ -447,7 +459,7 @@ func (l *listener) status() gwv1.ListenerStatus {
 	return gwv1.ListenerStatus{
 		Name:           l.spec.Name,
 		SupportedKinds: l.kinds,
-		AttachedRoutes: int32(l.attached),
+		AttachedRoutes: int32(attachedRoutes),
 		Conditions:     []metav1.Condition{l.accepted, l.conflicted, l.resolvedRefs, programmed},
 	}
 }

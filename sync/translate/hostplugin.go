@@ -66,8 +66,8 @@ func (t *translation) hostsNormalized() bool { return t.snap.Kong.LuaAllowed() }
 
 // globalPlugins are the plugins that run for every request: the Host
 // normalizer, where Kong runs it and some route is an HTTP one.
-func (t *translation) globalPlugins() []*declarative.Plugin {
-	if !t.hostsNormalized() || !slices.ContainsFunc(t.kongRoutes, func(kr *kongRoute) bool { return isHTTPRoute(kr.route) }) {
+func (t *translation) globalPlugins(kongRoutes []*kongRoute) []*declarative.Plugin {
+	if !t.hostsNormalized() || !slices.ContainsFunc(kongRoutes, func(kr *kongRoute) bool { return isHTTPRoute(kr.route) }) {
 		return nil
 	}
 	return []*declarative.Plugin{{

@@ -46,7 +46,7 @@ func covers(pattern, host string) bool {
 
 // placements splits where a route is served into Kong routes: ports of a
 // hostname that need the same exclusions share one.
-func (t *translation) placements(where attachment) []placement {
+func (t *translation) placements(where served) []placement {
 	var out []placement
 	for host, ports := range where {
 		groups := map[string]*placement{}

@@ -76,7 +76,7 @@ func (t *translation) listenerSetAllowed(g *gateway, ns string) bool {
 
 // finishListenerSets writes the statuses of g's ListenerSets, once routes
 // are attached, and returns how many are accepted.
-func (t *translation) finishListenerSets(g *gateway) int {
+func (t *translation) finishListenerSets(g *gateway, attached []int) int {
 	for _, set := range g.sets {
 		gen := set.obj.Generation
 		st := gwv1.ListenerSetStatus{}
@@ -85,7 +85,7 @@ func (t *translation) finishListenerSets(g *gateway) int {
 			if l.usable() {
 				valid++
 			}
-			ls := l.status()
+			ls := l.status(attached[l.index])
 			st.Listeners = append(st.Listeners, gwv1.ListenerEntryStatus{Name: ls.Name, SupportedKinds: ls.SupportedKinds,
 				AttachedRoutes: ls.AttachedRoutes, Conditions: ls.Conditions})
 		}

@@ -95,9 +95,7 @@ func (t *translation) kongRoute(name string, place placement, m gwv1.HTTPRouteMa
 		// strip_path and preserve_host are HTTP-only fields in Kong.
 		r.StripPath, r.PreserveHost = &no, &yes
 	}
-	kr := &kongRoute{route: r, class: precedenceClass(place.host, m)}
-	t.kongRoutes = append(t.kongRoutes, kr)
-	return kr
+	return &kongRoute{route: r, class: precedenceClass(place.host, m)}
 }
 
 // assignPriorities gives every Kong route a unique priority that encodes
@@ -105,16 +103,16 @@ func (t *translation) kongRoute(name string, place placement, m gwv1.HTTPRouteMa
 // Inside a class, expressions priorities count down from the oldest route:
 // a new route (the newest) takes the next value down and moves no other
 // route's priority, so a change stays a small change of the document.
-func (t *translation) assignPriorities() {
-	slices.SortFunc(t.kongRoutes, func(a, b *kongRoute) int {
+func (t *translation) assignPriorities(kongRoutes []*kongRoute) {
+	slices.SortFunc(kongRoutes, func(a, b *kongRoute) int {
 		return cmp.Or(cmp.Compare(a.class, b.class), a.order.compare(b.order))
 	})
-	for start := 0; start < len(t.kongRoutes); {
+	for start := 0; start < len(kongRoutes); {
 		end := start + 1
-		for end < len(t.kongRoutes) && t.kongRoutes[end].class == t.kongRoutes[start].class {
+		for end < len(kongRoutes) && kongRoutes[end].class == kongRoutes[start].class {
 			end++
 		}
-		for i, kr := range t.kongRoutes[start:end] {
+		for i, kr := range kongRoutes[start:end] {
 			if t.snap.Kong.RouterFlavor == snapshot.RouterExpressions {
 				kr.route.Priority = kr.class<<rankBits | uint64(maxRank-min(i, maxRank))
 			} else {

@@ -12,11 +12,22 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/konglet/konglet/proxy/declarative"
+	"github.com/konglet/konglet/sync/snapshot"
 )
 
-// attachment is where one route is served: hostname ("" for any) to the
-// listener ports, with the most specific listener that serves it there.
-type attachment map[string]map[gwv1.PortNumber]servedBy
+// attachment is what a route's parentRefs attach it to, one after the
+// other.
+type attachment struct {
+	// listeners are the indexes of the listeners the route is attached to,
+	// each once: a route that names a listener through two parentRefs
+	// counts once in its attachedRoutes.
+	listeners []int
+	served    served
+}
+
+// served is where a route is served: hostname ("" for any) to the listener
+// ports, with the most specific listener that serves it there.
+type served map[string]map[gwv1.PortNumber]servedBy
 
 // servedBy is the listener through which a route serves a hostname on a port.
 type servedBy struct {
@@ -26,64 +37,130 @@ type servedBy struct {
 	listener     *listener
 }
 
-func (t *translation) routes() {
-	routes := make([]route, 0, len(t.snap.HTTPRoutes)+len(t.snap.GRPCRoutes))
-	for _, r := range t.snap.HTTPRoutes {
+// rankedRoutes lists the routes of every kind in the Gateway API's
+// tie-break order between routes: oldest first, then by namespace/name. A
+// route's index in it is its rank.
+func rankedRoutes(s *snapshot.Snapshot) []route {
+	routes := make([]route, 0, len(s.HTTPRoutes)+len(s.GRPCRoutes))
+	for _, r := range s.HTTPRoutes {
 		routes = append(routes, fromHTTPRoute(r))
 	}
-	for _, r := range t.snap.GRPCRoutes {
+	for _, r := range s.GRPCRoutes {
 		routes = append(routes, fromGRPCRoute(r))
 	}
-	for _, r := range t.snap.TLSRoutes {
+	for _, r := range s.TLSRoutes {
 		routes = append(routes, fromTLSRoute(r))
 	}
-	for _, r := range t.snap.TCPRoutes {
+	for _, r := range s.TCPRoutes {
 		routes = append(routes, fromTCPRoute(r))
 	}
-	for _, r := range t.snap.UDPRoutes {
+	for _, r := range s.UDPRoutes {
 		routes = append(routes, fromUDPRoute(r))
 	}
-	// The order is the Gateway API's tie-break between routes: oldest first,
-	// then by namespace/name. A route's index in it is its rank.
 	slices.SortFunc(routes, func(a, b route) int {
 		return cmp.Or(a.meta.CreationTimestamp.Compare(b.meta.CreationTimestamp.Time),
 			cmp.Compare(a.meta.Namespace, b.meta.Namespace), cmp.Compare(a.meta.Name, b.meta.Name), cmp.Compare(a.kind, b.kind))
 	})
-	for rank, r := range routes {
-		t.route(r, rank)
-	}
-	t.finishGateways()
+	return routes
 }
 
-func (t *translation) route(r route, rank int) {
-	if t.nextMemo != nil && memoizable(r) {
-		if m := t.remembered(r); m != nil {
-			t.replay(r, m, rank)
-			return
-		}
-		t.startRecording()
-		defer t.finishRecording(r)
+// routeOutput is what the translation of one route produces, and what it
+// read beyond the inputs every route shares: a Memo keeps it, and while the
+// route and what it read stay the same, the next translation merges it
+// again instead of translating the route.
+type routeOutput struct {
+	// parents are the route's status entries; none for a route of no bound
+	// Gateway.
+	parents []gwv1.RouteParentStatus
+	// listeners are the indexes of the listeners it is attached to.
+	listeners  []int
+	services   []*declarative.Service
+	kongRoutes []*kongRoute
+	// upstreams are those of its services, each once.
+	upstreams []*declarative.Upstream
+	// backends are the Services its backendRefs looked up.
+	backends []backendInput
+}
+
+// mergedRoutes are the outputs of the routes, merged in rank order.
+type mergedRoutes struct {
+	statuses map[ObjectRef][]gwv1.RouteParentStatus
+	// attached counts the routes attached to each listener (by index).
+	attached   []int
+	services   []*declarative.Service
+	kongRoutes []*kongRoute
+	// upstreams are shared by rules with the same backends, in any route:
+	// the first route's is kept.
+	upstreams map[string]*declarative.Upstream
+}
+
+// translateRoutes translates the routes in rank order and merges their
+// outputs; with kept (a Memo's), an unchanged route's previous output is
+// merged instead.
+func (t *translation) translateRoutes(routes []route, listeners int, kept *keptRoutes) mergedRoutes {
+	merged := mergedRoutes{
+		statuses:  make(map[ObjectRef][]gwv1.RouteParentStatus, len(routes)),
+		attached:  make([]int, listeners),
+		upstreams: map[string]*declarative.Upstream{},
 	}
+	for rank, r := range routes {
+		out := kept.reusable(r, t.snap)
+		if out == nil {
+			out = t.translateRoute(r, merged.attached)
+		}
+		merged.add(r, rank, out)
+		kept.keep(r, out)
+	}
+	return merged
+}
+
+// add merges one route's output: the route's rank, which depends on the
+// other routes, is applied here, to a new output and a kept one alike.
+func (m *mergedRoutes) add(r route, rank int, out *routeOutput) {
+	if len(out.parents) > 0 {
+		m.statuses[r.key()] = out.parents
+	}
+	for _, i := range out.listeners {
+		m.attached[i]++
+	}
+	m.services = append(m.services, out.services...)
+	for _, kr := range out.kongRoutes {
+		kr.order.route = rank
+	}
+	m.kongRoutes = append(m.kongRoutes, out.kongRoutes...)
+	for _, u := range out.upstreams {
+		if _, ok := m.upstreams[u.Name]; !ok {
+			m.upstreams[u.Name] = u
+		}
+	}
+}
+
+// translateRoute translates one route; attachedBefore counts the routes of
+// lower rank attached to each listener.
+func (t *translation) translateRoute(r route, attachedBefore []int) *routeOutput {
+	out := &routeOutput{}
 	gen := r.meta.Generation
 	type verdict struct {
 		ref             gwv1.ParentReference
 		reason, message string
 	}
 	var verdicts []verdict
-	where := attachment{}
+	where := attachment{served: served{}}
 	for _, ref := range r.parentRefs {
 		listeners, ours := t.parentListeners(r.meta.Namespace, ref)
 		if !ours || slices.ContainsFunc(verdicts, func(v verdict) bool { return sameParentRef(v.ref, ref) }) {
 			continue
 		}
-		reason, msg := t.attach(r, listeners, ref, where)
+		reason, msg := t.attach(r, listeners, ref, &where, attachedBefore)
 		verdicts = append(verdicts, verdict{ref, reason, msg})
 	}
+	out.listeners = where.listeners
 	if verdicts == nil {
-		return
+		return out
 	}
-	rules := t.rules(r)
-	checkRedirectHosts(rules, where)
+	rules, read := t.rules(r)
+	out.backends = read
+	checkRedirectHosts(rules, where.served)
 	refusal, refused := t.refused[r.key()]
 	servable := false
 	parents := make([]gwv1.RouteParentStatus, 0, len(verdicts))
@@ -108,16 +185,17 @@ func (t *translation) route(r route, rank int) {
 		}
 		parents = append(parents, st)
 	}
-	t.status.Routes[r.key()] = parents
+	out.parents = parents
 	if servable {
-		t.emit(r, rank, rules, where)
+		out.services, out.kongRoutes, out.upstreams = t.emit(r, rules, where.served)
 	}
+	return out
 }
 
 // checkRedirectHosts drops rules whose redirect has to keep the request's
 // hostname where the route serves a wildcard or any hostname: Kong's
 // redirect plugin has a fixed location.
-func checkRedirectHosts(rules []ruleResult, where attachment) {
+func checkRedirectHosts(rules []ruleResult, where served) {
 	for i := range rules {
 		if rules[i].dropped != "" || !rules[i].filters.redirectKeepsHost() {
 			continue
@@ -185,9 +263,10 @@ func sameParentRef(a, b gwv1.ParentReference) bool {
 	return a.Name == b.Name && ns(a.Namespace) == ns(b.Namespace) && str(a.SectionName) == str(b.SectionName) && port(a.Port) == port(b.Port)
 }
 
-// attach finds the listeners of g that accept the route through ref and
-// records where it is served. It returns the reason when none does.
-func (t *translation) attach(r route, listeners []*listener, ref gwv1.ParentReference, where attachment) (reason, message string) {
+// attach finds the listeners that accept the route through ref and adds
+// them, and where they serve it, to where. It returns the reason when none
+// does. attachedBefore counts the routes of lower rank on each listener.
+func (t *translation) attach(r route, listeners []*listener, ref gwv1.ParentReference, where *attachment, attachedBefore []int) (reason, message string) {
 	var candidates []*listener
 	for _, l := range listeners {
 		if ref.SectionName != nil && l.spec.Name != *ref.SectionName {
@@ -218,7 +297,7 @@ func (t *translation) attach(r route, listeners []*listener, ref gwv1.ParentRefe
 			reason, message = string(gwv1.RouteReasonNoMatchingListenerHostname), fmt.Sprintf("no hostname of the route matches listener %q", l.spec.Name)
 			continue
 		}
-		if (r.kind == kindTCPRoute || r.kind == kindUDPRoute) && l.attached > 0 && l.lastAttached != r.meta {
+		if (r.kind == kindTCPRoute || r.kind == kindUDPRoute) && attachedBefore[l.index] > 0 {
 			// One TCP or UDP listener forwards to one route: the oldest.
 			reason, message = string(gwv1.RouteReasonNotAllowedByListeners),
 				fmt.Sprintf("listener %q already forwards to an older %s; Kong cannot tell their connections apart", l.spec.Name, r.kind)
@@ -230,22 +309,20 @@ func (t *translation) attach(r route, listeners []*listener, ref gwv1.ParentRefe
 			continue
 		}
 		attached = true
-		if l.lastAttached != r.meta {
-			l.attached++
-			l.lastAttached = r.meta
-			t.recordAttach(l)
+		if !slices.Contains(where.listeners, l.index) {
+			where.listeners = append(where.listeners, l.index)
 		}
 		if !l.usable() {
 			continue // attached, but Kong cannot serve the listener
 		}
 		lh := hostnameOf(l.spec.Hostname)
 		for _, h := range hosts {
-			if where[h] == nil {
-				where[h] = map[gwv1.PortNumber]servedBy{}
+			if where.served[h] == nil {
+				where.served[h] = map[gwv1.PortNumber]servedBy{}
 			}
 			// Through two listeners on one port, the more specific one counts.
-			if prev, ok := where[h][l.spec.Port]; !ok || hostSpecificity(lh) > hostSpecificity(prev.listenerHost) {
-				where[h][l.spec.Port] = servedBy{r.kongProtocol(l.kongProtocol), lh, l.dstPort, l}
+			if prev, ok := where.served[h][l.spec.Port]; !ok || hostSpecificity(lh) > hostSpecificity(prev.listenerHost) {
+				where.served[h][l.spec.Port] = servedBy{r.kongProtocol(l.kongProtocol), lh, l.dstPort, l}
 			}
 		}
 	}
@@ -284,8 +361,9 @@ func (t *translation) namespaceAllowed(l *listener, ns string) bool {
 	return false
 }
 
-// emit adds the Kong service and routes of every servable rule.
-func (t *translation) emit(r route, rank int, rules []ruleResult, where attachment) {
+// emit builds the Kong service and routes of every servable rule, and the
+// upstreams they balance over.
+func (t *translation) emit(r route, rules []ruleResult, where served) (services []*declarative.Service, kongRoutes []*kongRoute, upstreams []*declarative.Upstream) {
 	tags := objectTags(string(r.kind), *r.meta)
 	places := t.placements(where)
 	base := strings.ToLower(string(r.kind)) + "." + r.meta.Namespace + "." + r.meta.Name + "."
@@ -296,24 +374,32 @@ func (t *translation) emit(r route, rank int, rules []ruleResult, where attachme
 		// Protocol and port are Kong's defaults (http, 80); the port only
 		// matters for a host that is not an upstream.
 		ruleBase := base + strconv.Itoa(rule.index)
-		svc := &declarative.Service{Name: ruleBase, Tags: tags, Protocol: r.serviceProtocol()}
-		svc.Host = t.upstreamFor(rule.backends)
+		svc := &declarative.Service{Name: ruleBase, Tags: tags, Protocol: r.serviceProtocol(), Host: noBackendHost}
+		if len(rule.backends) > 0 {
+			svc.Host = upstreamName(rule.backends)
+			// Rules with the same backends share one upstream.
+			if !slices.ContainsFunc(upstreams, func(u *declarative.Upstream) bool { return u.Name == svc.Host }) {
+				upstreams = append(upstreams, t.upstream(svc.Host, rule.backends))
+			}
+		}
 		rule.filters.serviceTimeouts(svc)
 		for mi, m := range rule.matches {
 			for pi, place := range places {
 				name := ruleBase + "." + strconv.Itoa(mi) + "." + strconv.Itoa(pi)
 				plugins := rule.filters.plugins(name, place.host, place.ports, m, tags)
 				kr := t.kongRoute(name, place, m, rule.filters, r.stream())
-				kr.order = routeOrder{route: rank, rule: rule.index, match: mi}
+				kr.order = routeOrder{rule: rule.index, match: mi}
 				kr.route.Plugins = plugins
 				if len(rule.backends) == 0 && !redirects(plugins) && !r.stream() {
 					kr.route.Plugins = append(kr.route.Plugins, t.noBackendPlugin(name, tags))
 				}
 				svc.Routes = append(svc.Routes, kr.route)
+				kongRoutes = append(kongRoutes, kr)
 			}
 		}
-		t.services = append(t.services, svc)
+		services = append(services, svc)
 	}
+	return services, kongRoutes, upstreams
 }
 
 // noBackendPlugin answers 500 where a rule has no usable backend, as the

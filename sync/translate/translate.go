@@ -54,7 +54,7 @@ const placeholderUpstream = "placeholder.konglet.invalid"
 // Translate computes the Kong config and statuses for a snapshot. Objects
 // listed in refused are left out of the config and reported as refused.
 func Translate(s *snapshot.Snapshot, refused Refusals) Result {
-	return newTranslation(s, refused).run()
+	return newTranslation(s, refused).run(nil)
 }
 
 func newTranslation(s *snapshot.Snapshot, refused Refusals) *translation {
@@ -65,19 +65,21 @@ func newTranslation(s *snapshot.Snapshot, refused Refusals) *translation {
 			GatewayClasses: map[string]gwv1.GatewayClassStatus{},
 			Gateways:       map[types.NamespacedName]gwv1.GatewayStatus{},
 			ListenerSets:   map[types.NamespacedName]gwv1.ListenerSetStatus{},
-			Routes:         make(map[ObjectRef][]gwv1.RouteParentStatus, len(s.HTTPRoutes)+len(s.GRPCRoutes)+len(s.TLSRoutes)+len(s.TCPRoutes)+len(s.UDPRoutes)),
 		},
-		upstreams:     map[string]*declarative.Upstream{},
 		listenerHosts: map[gwv1.PortNumber][]string{},
 		listenerPorts: map[string]map[gwv1.PortNumber]bool{},
 	}
 }
 
-func (t *translation) run() Result {
+// run translates; kept carries route outputs between translations (nil
+// without a Memo).
+func (t *translation) run(kept *keptRoutes) Result {
 	t.gatewayClasses()
 	t.gateways()
-	t.routes()
-	return Result{Config: t.config(), Status: t.status}
+	routes := t.translateRoutes(rankedRoutes(t.snap), len(allListeners(t.gws)), kept)
+	t.finishGateways(routes.attached)
+	t.status.Routes = routes.statuses
+	return Result{Config: t.config(routes), Status: t.status}
 }
 
 type translation struct {
@@ -85,43 +87,34 @@ type translation struct {
 	refused Refusals
 	status  Status
 	gws     []*gateway
-	// kongRoutes are collected first and ordered at the end, because
-	// priorities depend on every route that shares a precedence class.
-	kongRoutes []*kongRoute
-	services   []*declarative.Service
-	upstreams  map[string]*declarative.Upstream
 	// listenerHosts are the hostnames of the usable listeners of each port.
 	listenerHosts map[gwv1.PortNumber][]string
 	// listenerPorts are the ports of the usable listeners of each Kong
 	// protocol (http, https, tcp...).
 	listenerPorts map[string]map[gwv1.PortNumber]bool
-	// With a Memo: the previous translation's routes, this one's, the
-	// route being recorded, and every listener in a fixed order.
-	memo, nextMemo map[*metav1.ObjectMeta]*routeMemo
-	recording      *recorder
-	listeners      []*listener
 	// clusterIPs index the Services by ClusterIP (built on first use).
 	clusterIPs map[netip.Addr]*corev1.Service
 	// kongPods are the IPs of this Kong Pod and its peers (built on first use).
 	kongPods map[netip.Addr]bool
 }
 
-func (t *translation) config() *declarative.Config {
-	t.assignPriorities()
+func (t *translation) config(routes mergedRoutes) *declarative.Config {
+	// Priorities depend on every route that shares a precedence class.
+	t.assignPriorities(routes.kongRoutes)
 	cfg := &declarative.Config{FormatVersion: declarative.FormatVersion}
-	slices.SortFunc(t.services, func(a, b *declarative.Service) int { return cmp.Compare(a.Name, b.Name) })
-	for _, svc := range t.services {
+	slices.SortFunc(routes.services, func(a, b *declarative.Service) int { return cmp.Compare(a.Name, b.Name) })
+	for _, svc := range routes.services {
 		slices.SortFunc(svc.Routes, func(a, b *declarative.Route) int { return cmp.Compare(a.Name, b.Name) })
 		if len(svc.Routes) > 0 {
 			cfg.Services = append(cfg.Services, svc)
 		}
 	}
-	for _, u := range t.upstreams {
+	for _, u := range routes.upstreams {
 		cfg.Upstreams = append(cfg.Upstreams, u)
 	}
 	slices.SortFunc(cfg.Upstreams, func(a, b *declarative.Upstream) int { return cmp.Compare(a.Name, b.Name) })
 	cfg.Certificates = t.certificates()
-	cfg.Plugins = t.globalPlugins()
+	cfg.Plugins = t.globalPlugins(routes.kongRoutes)
 	if len(cfg.Services) == 0 && len(cfg.Upstreams) == 0 && len(cfg.Certificates) == 0 {
 		// Kong counts a config without entities as none: its /status/ready
 		// stays 503 and its hash stays zero. One idle upstream makes "no
