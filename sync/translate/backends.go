@@ -32,7 +32,7 @@ type backend struct {
 
 // backendService names the Service a backendRef points at, if the route
 // may use it: a core Service, in its namespace or granted.
-func (t *translation) backendService(fromNamespace string, fromKind gwv1.Kind, ref gwv1.BackendRef) (types.NamespacedName, *refProblem) {
+func (t *translator) backendService(fromNamespace string, fromKind gwv1.Kind, ref gwv1.BackendRef) (types.NamespacedName, *refProblem) {
 	group, kind := "", kindService
 	if ref.Group != nil {
 		group = string(*ref.Group)
@@ -56,7 +56,7 @@ func (t *translation) backendService(fromNamespace string, fromKind gwv1.Kind, r
 
 // resolveBackend checks the rest of a backendRef to the Service key the
 // way the Gateway API asks: existence, port, and addresses Kong may use.
-func (t *translation) resolveBackend(key types.NamespacedName, ref gwv1.BackendRef, fromNamespace string, fromKind gwv1.Kind) (backend, *refProblem) {
+func (t *translator) resolveBackend(key types.NamespacedName, ref gwv1.BackendRef, fromNamespace string, fromKind gwv1.Kind) (backend, *refProblem) {
 	ns := key.Namespace
 	svc := t.snap.Services[key]
 	if svc == nil {
@@ -89,7 +89,7 @@ func (t *translation) resolveBackend(key types.NamespacedName, ref gwv1.BackendR
 
 // grantedTo tells whether a ReferenceGrant in toNamespace lets objects of
 // fromKind in fromNamespace refer to the core object toKind/name.
-func (t *translation) grantedTo(fromNamespace string, fromKind gwv1.Kind, toNamespace string, toKind gwv1.Kind, name string) bool {
+func (t *translator) grantedTo(fromNamespace string, fromKind gwv1.Kind, toNamespace string, toKind gwv1.Kind, name string) bool {
 	for _, g := range t.snap.ReferenceGrants {
 		if g.Namespace != toNamespace {
 			continue
@@ -112,7 +112,7 @@ func (t *translation) grantedTo(fromNamespace string, fromKind gwv1.Kind, toName
 const noBackendHost = "no-backend.konglet.invalid"
 
 // upstream is the Kong upstream that balances over the backends.
-func (t *translation) upstream(name string, backends []backend) *declarative.Upstream {
+func (t *translator) upstream(name string, backends []backend) *declarative.Upstream {
 	// Kong's errors about an upstream or a target are traced back through
 	// these tags: a target to its Service, an upstream to its first one.
 	return &declarative.Upstream{Name: name, Tags: objectTags(kindService, backends[0].service.ObjectMeta),
@@ -140,7 +140,7 @@ const maxTargetWeight = 10000
 
 // targets spreads each backend's weight over its endpoints so that the
 // Gateway API weights hold whatever the number of endpoints per Service.
-func (t *translation) targets(upstream string, backends []backend) []*declarative.Target {
+func (t *translator) targets(upstream string, backends []backend) []*declarative.Target {
 	type share struct {
 		addrs  []string
 		weight float64
@@ -186,7 +186,7 @@ func (t *translation) targets(upstream string, backends []backend) []*declarativ
 // checked addresses of an ExternalName. Every address a route author could
 // have chosen is checked (forbiddenTarget): one that is forbidden refuses
 // the whole backend, so the author sees why in the route's status.
-func (t *translation) backendAddresses(b backend, fromNamespace string, fromKind gwv1.Kind) ([]string, *refProblem) {
+func (t *translator) backendAddresses(b backend, fromNamespace string, fromKind gwv1.Kind) ([]string, *refProblem) {
 	svc := b.service
 	if svc.Spec.Type == corev1.ServiceTypeExternalName {
 		return t.externalNameAddresses(b, fromNamespace, fromKind)
@@ -232,7 +232,7 @@ func (t *translation) backendAddresses(b backend, fromNamespace string, fromKind
 // name, as konglet resolved them: Kong gets checked IP addresses, so a
 // name that resolves differently later (DNS rebinding) changes nothing
 // until konglet resolves and checks it again.
-func (t *translation) externalNameAddresses(b backend, fromNamespace string, fromKind gwv1.Kind) ([]string, *refProblem) {
+func (t *translator) externalNameAddresses(b backend, fromNamespace string, fromKind gwv1.Kind) ([]string, *refProblem) {
 	svc, name := b.service, b.service.Spec.ExternalName
 	if !t.snap.AllowExternalName {
 		return nil, &refProblem{gwv1.RouteReasonRefNotPermitted, fmt.Sprintf(
@@ -276,7 +276,7 @@ func hostPort(addr string, port int32) string {
 	return string(strconv.AppendInt(b, int64(port), 10))
 }
 
-func (t *translation) serviceMode(svc *corev1.Service) bool {
+func (t *translator) serviceMode(svc *corev1.Service) bool {
 	switch svc.Annotations[snapshot.UpstreamModeAnnotation] {
 	case snapshot.UpstreamModeService:
 		return true

@@ -20,6 +20,9 @@ type gateway struct {
 	key       types.NamespacedName
 	listeners []*listener
 	sets      []*listenerSet
+	// notAllowed are the ListenerSets that point at the Gateway from a
+	// namespace it does not allow.
+	notAllowed []*gwv1.ListenerSet
 }
 
 // all lists the Gateway's own listeners and those of its ListenerSets.
@@ -74,27 +77,32 @@ func (l *listener) usable() bool {
 		(l.resolvedRefs.Status == metav1.ConditionTrue || l.resolvedRefs.Reason == string(gwv1.ListenerReasonInvalidRouteKinds))
 }
 
-func (t *translation) ours(className gwv1.ObjectName) bool {
+func (t *translator) ours(className gwv1.ObjectName) bool {
 	class := t.snap.GatewayClasses[string(className)]
 	return class != nil && string(class.Spec.ControllerName) == t.snap.ControllerName
 }
 
-func (t *translation) gatewayClasses() {
+// gatewayClassStatuses accepts every GatewayClass of our controller.
+func (t *translator) gatewayClassStatuses() map[string]gwv1.GatewayClassStatus {
+	out := map[string]gwv1.GatewayClassStatus{}
 	for name, class := range t.snap.GatewayClasses {
 		if string(class.Spec.ControllerName) != t.snap.ControllerName {
 			continue
 		}
-		t.status.GatewayClasses[name] = gwv1.GatewayClassStatus{
+		out[name] = gwv1.GatewayClassStatus{
 			Conditions: []metav1.Condition{condition(string(gwv1.GatewayClassConditionStatusAccepted), true,
 				string(gwv1.GatewayClassReasonAccepted), "Handled by konglet", class.Generation)},
 			SupportedFeatures: supportedFeatures(t.snap.Kong),
 		}
 	}
+	return out
 }
 
-// gateways validates the listeners of every bound Gateway of our class.
-// Their statuses are written by finishGateways, once routes are counted.
-func (t *translation) gateways() {
+// buildGateways checks the listeners of every bound Gateway of our class
+// and of its ListenerSets, and marks those that conflict. Their statuses
+// wait until routes are counted (finishGateways).
+func (t *translator) buildGateways() []*gateway {
+	var gws []*gateway
 	byPort := map[gwv1.PortNumber][]*listener{}
 	for _, obj := range t.snap.Gateways {
 		if !t.ours(obj.Spec.GatewayClassName) {
@@ -108,31 +116,48 @@ func (t *translation) gateways() {
 		for _, l := range g.all() {
 			byPort[l.spec.Port] = append(byPort[l.spec.Port], l)
 		}
-		t.gws = append(t.gws, g)
+		gws = append(gws, g)
 	}
-	for i, l := range allListeners(t.gws) {
+	for _, ls := range byPort {
+		markConflicts(ls)
+	}
+	for i, l := range allListeners(gws) {
 		l.index = i
 	}
-	for port, ls := range byPort {
-		markConflicts(ls)
-		for _, l := range ls {
-			if l.usable() {
-				t.listenerHosts[port] = append(t.listenerHosts[port], hostnameOf(l.spec.Hostname))
-			}
-			// A port that asks client certificates still counts among the
-			// protocol's ports, so that the other listeners' routes match
-			// their own ports, not connections to it.
-			if l.usable() || l.asksClientCerts {
-				if t.listenerPorts[l.kongProtocol] == nil {
-					t.listenerPorts[l.kongProtocol] = map[gwv1.PortNumber]bool{}
-				}
-				t.listenerPorts[l.kongProtocol][port] = true
-			}
-		}
-	}
+	return gws
 }
 
-func (t *translation) checkListener(g *gateway, set *listenerSet, spec gwv1.Listener) *listener {
+// listenerPorts is what a Kong route needs to know of the listeners beside
+// its own.
+type listenerPorts struct {
+	// hosts are the hostnames of the usable listeners of each port.
+	hosts map[gwv1.PortNumber][]string
+	// ofProtocol are the ports of the usable listeners of each Kong
+	// protocol (http, https, tcp...).
+	ofProtocol map[string]map[gwv1.PortNumber]bool
+}
+
+func listenerPortsOf(gws []*gateway) listenerPorts {
+	ports := listenerPorts{hosts: map[gwv1.PortNumber][]string{}, ofProtocol: map[string]map[gwv1.PortNumber]bool{}}
+	for _, l := range allListeners(gws) {
+		port := l.spec.Port
+		if l.usable() {
+			ports.hosts[port] = append(ports.hosts[port], hostnameOf(l.spec.Hostname))
+		}
+		// A port that asks client certificates still counts among the
+		// protocol's ports, so that the other listeners' routes match
+		// their own ports, not connections to it.
+		if l.usable() || l.asksClientCerts {
+			if ports.ofProtocol[l.kongProtocol] == nil {
+				ports.ofProtocol[l.kongProtocol] = map[gwv1.PortNumber]bool{}
+			}
+			ports.ofProtocol[l.kongProtocol][port] = true
+		}
+	}
+	return ports
+}
+
+func (t *translator) checkListener(g *gateway, set *listenerSet, spec gwv1.Listener) *listener {
 	gen, ns := g.obj.Generation, g.key.Namespace
 	if set != nil {
 		gen, ns = set.obj.Generation, set.obj.Namespace
@@ -230,7 +255,7 @@ func frontendValidation(gw *gwv1.Gateway, port gwv1.PortNumber) *gwv1.FrontendTL
 // kongListen follows a listener port (a port of the publish Service) to the
 // Kong listen that serves it (DESIGN decision 2): a proxy listen for HTTP,
 // a stream listen for TCP, UDP and TLS.
-func (t *translation) kongListen(port gwv1.PortNumber, stream, udp bool) (snapshot.Listen, error) {
+func (t *translator) kongListen(port gwv1.PortNumber, stream, udp bool) (snapshot.Listen, error) {
 	protocol := corev1.ProtocolTCP
 	if udp {
 		protocol = corev1.ProtocolUDP
@@ -261,7 +286,7 @@ func (t *translation) kongListen(port gwv1.PortNumber, stream, udp bool) (snapsh
 // Kong routes a TLS connection twice, on its ssl listen (mapped port) and
 // again after terminating or passing it (the listen port): when the two
 // differ no port can match both, and 0 says "do not match on the port".
-func (t *translation) streamDstPort(listenPort int, tls bool) int {
+func (t *translator) streamDstPort(listenPort int, tls bool) int {
 	for host, container := range t.snap.Kong.PortMaps {
 		if container == listenPort {
 			if tls && host != listenPort {
@@ -273,7 +298,7 @@ func (t *translation) streamDstPort(listenPort int, tls bool) int {
 	return listenPort
 }
 
-func (t *translation) targetPort(port gwv1.PortNumber, protocol corev1.Protocol) (int, error) {
+func (t *translator) targetPort(port gwv1.PortNumber, protocol corev1.Protocol) (int, error) {
 	svc := t.snap.PublishService
 	if svc == nil {
 		if mapped, ok := t.snap.Kong.PortMaps[int(port)]; ok {
@@ -300,7 +325,7 @@ func (t *translation) targetPort(port gwv1.PortNumber, protocol corev1.Protocol)
 	return 0, fmt.Errorf("Service %s/%s has no %s port %d", svc.Namespace, svc.Name, protocol, port)
 }
 
-func (t *translation) namedContainerPort(name string) (int, bool) {
+func (t *translator) namedContainerPort(name string) (int, bool) {
 	if t.snap.Pod == nil {
 		return 0, false
 	}
@@ -413,10 +438,13 @@ func allListeners(gws []*gateway) []*listener {
 	return out
 }
 
-// finishGateways writes every Gateway's status once routes are attached;
-// attached counts the routes of each listener (by index).
-func (t *translation) finishGateways(attached []int) {
-	for _, g := range t.gws {
+// finishGateways writes the statuses of the Gateways and of their
+// ListenerSets once routes are attached; attached counts the routes of each
+// listener (by index).
+func (t *translator) finishGateways(gws []*gateway, attached []int) (map[types.NamespacedName]gwv1.GatewayStatus, map[types.NamespacedName]gwv1.ListenerSetStatus) {
+	gateways := make(map[types.NamespacedName]gwv1.GatewayStatus, len(gws))
+	sets := map[types.NamespacedName]gwv1.ListenerSetStatus{}
+	for _, g := range gws {
 		gen := g.obj.Generation
 		st := gwv1.GatewayStatus{Addresses: t.gatewayAddresses()}
 		valid := 0
@@ -427,8 +455,9 @@ func (t *translation) finishGateways(attached []int) {
 			st.Listeners = append(st.Listeners, l.status(attached[l.index]))
 		}
 		if g.obj.Spec.AllowedListeners != nil {
-			st.AttachedListenerSets = ptr(int32(t.finishListenerSets(g, attached)))
+			st.AttachedListenerSets = ptr(int32(len(g.sets)))
 		}
+		listenerSetStatuses(g, attached, sets)
 		accepted := condition(string(gwv1.GatewayConditionAccepted), true, string(gwv1.GatewayReasonAccepted), t.routerNote(g), gen)
 		programmed := condition(string(gwv1.GatewayConditionProgrammed), true, string(gwv1.GatewayReasonProgrammed), "", gen)
 		switch {
@@ -444,8 +473,9 @@ func (t *translation) finishGateways(attached []int) {
 				"the publish Service has no address yet", gen)
 		}
 		st.Conditions = []metav1.Condition{accepted, programmed}
-		t.status.Gateways[g.key] = st
+		gateways[g.key] = st
 	}
+	return gateways, sets
 }
 
 // status is the listener's status (a ListenerStatus; a ListenerSet entry
@@ -466,7 +496,7 @@ func (l *listener) status(attachedRoutes int) gwv1.ListenerStatus {
 
 // routerNote says, on the Gateway, what Kong's router flavor cannot do, and
 // where listeners could be isolated, whether Kong lets konglet do it.
-func (t *translation) routerNote(g *gateway) string {
+func (t *translator) routerNote(g *gateway) string {
 	if t.snap.Kong.RouterFlavor != snapshot.RouterExpressions {
 		return fmt.Sprintf("Kong's router_flavor is %s: listeners are not isolated from each other, precedence between routes is approximate and query parameter matches are refused; set router_flavor=expressions for full Gateway API semantics",
 			t.snap.Kong.RouterFlavor)
@@ -489,7 +519,7 @@ func httpListeners(g *gateway) int {
 }
 
 // addresses are the publish Service's (DESIGN decision 5).
-func (t *translation) gatewayAddresses() []gwv1.GatewayStatusAddress {
+func (t *translator) gatewayAddresses() []gwv1.GatewayStatusAddress {
 	svc := t.snap.PublishService
 	if svc == nil {
 		return nil

@@ -20,7 +20,7 @@ type listenerSet struct {
 
 // listenerSets takes the ListenerSets that point at g, oldest first (the
 // Gateway API's order), and checks that g allows them.
-func (t *translation) listenerSets(g *gateway) {
+func (t *translator) listenerSets(g *gateway) {
 	sets := slices.Clone(t.snap.ListenerSets)
 	slices.SortFunc(sets, func(a, b *gwv1.ListenerSet) int {
 		return cmp.Or(a.CreationTimestamp.Compare(b.CreationTimestamp.Time), cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
@@ -35,13 +35,8 @@ func (t *translation) listenerSets(g *gateway) {
 			ns != g.key.Namespace || string(ref.Name) != g.key.Name {
 			continue
 		}
-		key := types.NamespacedName{Namespace: obj.Namespace, Name: obj.Name}
 		if !t.listenerSetAllowed(g, obj.Namespace) {
-			t.status.ListenerSets[key] = gwv1.ListenerSetStatus{Conditions: []metav1.Condition{
-				condition(string(gwv1.ListenerSetConditionAccepted), false, string(gwv1.ListenerSetReasonNotAllowed),
-					fmt.Sprintf("Gateway %s does not allow ListenerSets from namespace %s (spec.allowedListeners)", g.key, obj.Namespace), obj.Generation),
-				condition(string(gwv1.ListenerSetConditionProgrammed), false, string(gwv1.ListenerSetReasonNotAllowed), "not accepted", obj.Generation),
-			}}
+			g.notAllowed = append(g.notAllowed, obj)
 			continue
 		}
 		set := &listenerSet{obj: obj}
@@ -53,7 +48,7 @@ func (t *translation) listenerSets(g *gateway) {
 	}
 }
 
-func (t *translation) listenerSetAllowed(g *gateway, ns string) bool {
+func (t *translator) listenerSetAllowed(g *gateway, ns string) bool {
 	allowed := g.obj.Spec.AllowedListeners
 	if allowed == nil || allowed.Namespaces == nil || allowed.Namespaces.From == nil {
 		return false // the Gateway API default: no ListenerSets
@@ -74,9 +69,16 @@ func (t *translation) listenerSetAllowed(g *gateway, ns string) bool {
 	return false
 }
 
-// finishListenerSets writes the statuses of g's ListenerSets, once routes
-// are attached, and returns how many are accepted.
-func (t *translation) finishListenerSets(g *gateway, attached []int) int {
+// listenerSetStatuses writes the statuses of g's ListenerSets into out,
+// once routes are attached.
+func listenerSetStatuses(g *gateway, attached []int, out map[types.NamespacedName]gwv1.ListenerSetStatus) {
+	for _, obj := range g.notAllowed {
+		out[types.NamespacedName{Namespace: obj.Namespace, Name: obj.Name}] = gwv1.ListenerSetStatus{Conditions: []metav1.Condition{
+			condition(string(gwv1.ListenerSetConditionAccepted), false, string(gwv1.ListenerSetReasonNotAllowed),
+				fmt.Sprintf("Gateway %s does not allow ListenerSets from namespace %s (spec.allowedListeners)", g.key, obj.Namespace), obj.Generation),
+			condition(string(gwv1.ListenerSetConditionProgrammed), false, string(gwv1.ListenerSetReasonNotAllowed), "not accepted", obj.Generation),
+		}}
+	}
 	for _, set := range g.sets {
 		gen := set.obj.Generation
 		st := gwv1.ListenerSetStatus{}
@@ -99,7 +101,6 @@ func (t *translation) finishListenerSets(g *gateway, attached []int) int {
 			}
 		}
 		st.Conditions = []metav1.Condition{accepted, programmed}
-		t.status.ListenerSets[types.NamespacedName{Namespace: set.obj.Namespace, Name: set.obj.Name}] = st
+		out[types.NamespacedName{Namespace: set.obj.Namespace, Name: set.obj.Name}] = st
 	}
-	return len(g.sets)
 }

@@ -75,7 +75,7 @@ func precedenceClass(host string, m gwv1.HTTPRouteMatch) uint64 {
 var no, yes = false, true
 
 // kongRoute builds the Kong route for one match in one placement.
-func (t *translation) kongRoute(name string, place placement, m gwv1.HTTPRouteMatch, filters ruleFilters, stream bool) *kongRoute {
+func (t *translator) kongRoute(name string, place placement, m gwv1.HTTPRouteMatch, filters ruleFilters, stream bool) *kongRoute {
 	r := &declarative.Route{
 		Name:      name,
 		Protocols: place.protocols,
@@ -103,7 +103,7 @@ func (t *translation) kongRoute(name string, place placement, m gwv1.HTTPRouteMa
 // Inside a class, expressions priorities count down from the oldest route:
 // a new route (the newest) takes the next value down and moves no other
 // route's priority, so a change stays a small change of the document.
-func (t *translation) assignPriorities(kongRoutes []*kongRoute) {
+func (t *translator) assignPriorities(kongRoutes []*kongRoute) {
 	slices.SortFunc(kongRoutes, func(a, b *kongRoute) int {
 		return cmp.Or(cmp.Compare(a.class, b.class), a.order.compare(b.order))
 	})

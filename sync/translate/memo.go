@@ -43,7 +43,7 @@ func (m *Memo) Translate(s *snapshot.Snapshot, refused Refusals) Result {
 	}
 	m.shared = shared
 	kept := &keptRoutes{previous: m.routes, next: make(map[*metav1.ObjectMeta]*routeOutput, len(m.routes))}
-	res := newTranslation(s, refused).run(kept)
+	res := newTranslator(s, refused).run(kept)
 	m.routes = kept.next
 	return res
 }

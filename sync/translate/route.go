@@ -97,16 +97,16 @@ type mergedRoutes struct {
 // translateRoutes translates the routes in rank order and merges their
 // outputs; with kept (a Memo's), an unchanged route's previous output is
 // merged instead.
-func (t *translation) translateRoutes(routes []route, listeners int, kept *keptRoutes) mergedRoutes {
+func (t *translator) translateRoutes(routes []route, gws []*gateway, ports listenerPorts, kept *keptRoutes) mergedRoutes {
 	merged := mergedRoutes{
 		statuses:  make(map[ObjectRef][]gwv1.RouteParentStatus, len(routes)),
-		attached:  make([]int, listeners),
+		attached:  make([]int, len(allListeners(gws))),
 		upstreams: map[string]*declarative.Upstream{},
 	}
 	for rank, r := range routes {
 		out := kept.reusable(r, t.snap)
 		if out == nil {
-			out = t.translateRoute(r, merged.attached)
+			out = t.translateRoute(r, gws, ports, merged.attached)
 		}
 		merged.add(r, rank, out)
 		kept.keep(r, out)
@@ -135,9 +135,9 @@ func (m *mergedRoutes) add(r route, rank int, out *routeOutput) {
 	}
 }
 
-// translateRoute translates one route; attachedBefore counts the routes of
-// lower rank attached to each listener.
-func (t *translation) translateRoute(r route, attachedBefore []int) *routeOutput {
+// translateRoute translates one route on the bound Gateways; attachedBefore
+// counts the routes of lower rank attached to each listener.
+func (t *translator) translateRoute(r route, gws []*gateway, ports listenerPorts, attachedBefore []int) *routeOutput {
 	out := &routeOutput{}
 	gen := r.meta.Generation
 	type verdict struct {
@@ -147,7 +147,7 @@ func (t *translation) translateRoute(r route, attachedBefore []int) *routeOutput
 	var verdicts []verdict
 	where := attachment{served: served{}}
 	for _, ref := range r.parentRefs {
-		listeners, ours := t.parentListeners(r.meta.Namespace, ref)
+		listeners, ours := parentListeners(gws, r.meta.Namespace, ref)
 		if !ours || slices.ContainsFunc(verdicts, func(v verdict) bool { return sameParentRef(v.ref, ref) }) {
 			continue
 		}
@@ -187,7 +187,7 @@ func (t *translation) translateRoute(r route, attachedBefore []int) *routeOutput
 	}
 	out.parents = parents
 	if servable {
-		out.services, out.kongRoutes, out.upstreams = t.emit(r, rules, where.served)
+		out.services, out.kongRoutes, out.upstreams = t.emit(r, rules, t.placements(where.served, ports))
 	}
 	return out
 }
@@ -212,7 +212,7 @@ func checkRedirectHosts(rules []ruleResult, where served) {
 // parentListeners returns the listeners a parentRef can attach to: a bound
 // Gateway's own, or those of an accepted ListenerSet of a bound Gateway;
 // ok is false when the ref is not for this konglet.
-func (t *translation) parentListeners(routeNamespace string, ref gwv1.ParentReference) (ls []*listener, ok bool) {
+func parentListeners(gws []*gateway, routeNamespace string, ref gwv1.ParentReference) (ls []*listener, ok bool) {
 	if ref.Group != nil && *ref.Group != gwv1.GroupName {
 		return nil, false
 	}
@@ -224,7 +224,7 @@ func (t *translation) parentListeners(routeNamespace string, ref gwv1.ParentRefe
 	if ref.Kind != nil {
 		kind = *ref.Kind
 	}
-	for _, g := range t.gws {
+	for _, g := range gws {
 		switch kind {
 		case kindGateway:
 			if g.key.Namespace == ns && g.key.Name == string(ref.Name) {
@@ -266,7 +266,7 @@ func sameParentRef(a, b gwv1.ParentReference) bool {
 // attach finds the listeners that accept the route through ref and adds
 // them, and where they serve it, to where. It returns the reason when none
 // does. attachedBefore counts the routes of lower rank on each listener.
-func (t *translation) attach(r route, listeners []*listener, ref gwv1.ParentReference, where *attachment, attachedBefore []int) (reason, message string) {
+func (t *translator) attach(r route, listeners []*listener, ref gwv1.ParentReference, where *attachment, attachedBefore []int) (reason, message string) {
 	var candidates []*listener
 	for _, l := range listeners {
 		if ref.SectionName != nil && l.spec.Name != *ref.SectionName {
@@ -336,7 +336,7 @@ func kindAllowed(l *listener, kind gwv1.Kind) bool {
 	return slices.ContainsFunc(l.kinds, func(k gwv1.RouteGroupKind) bool { return k.Kind == kind })
 }
 
-func (t *translation) namespaceAllowed(l *listener, ns string) bool {
+func (t *translator) namespaceAllowed(l *listener, ns string) bool {
 	from := gwv1.NamespacesFromSame
 	var selector *metav1.LabelSelector
 	if l.spec.AllowedRoutes != nil && l.spec.AllowedRoutes.Namespaces != nil {
@@ -361,11 +361,10 @@ func (t *translation) namespaceAllowed(l *listener, ns string) bool {
 	return false
 }
 
-// emit builds the Kong service and routes of every servable rule, and the
-// upstreams they balance over.
-func (t *translation) emit(r route, rules []ruleResult, where served) (services []*declarative.Service, kongRoutes []*kongRoute, upstreams []*declarative.Upstream) {
+// emit builds the Kong service of every servable rule, with a Kong route
+// per match and placement, and the upstreams they balance over.
+func (t *translator) emit(r route, rules []ruleResult, places []placement) (services []*declarative.Service, kongRoutes []*kongRoute, upstreams []*declarative.Upstream) {
 	tags := objectTags(string(r.kind), *r.meta)
-	places := t.placements(where)
 	base := strings.ToLower(string(r.kind)) + "." + r.meta.Namespace + "." + r.meta.Name + "."
 	for _, rule := range rules {
 		if rule.dropped != "" {
@@ -404,7 +403,7 @@ func (t *translation) emit(r route, rules []ruleResult, where served) (services 
 
 // noBackendPlugin answers 500 where a rule has no usable backend, as the
 // Gateway API requires.
-func (t *translation) noBackendPlugin(routeName string, tags []string) *declarative.Plugin {
+func (t *translator) noBackendPlugin(routeName string, tags []string) *declarative.Plugin {
 	return &declarative.Plugin{
 		ID:   declarative.ID("plugin", routeName, "request-termination"),
 		Name: "request-termination",

@@ -42,7 +42,7 @@ var (
 
 // rules validates the route's rules and resolves their backends; read are
 // the Services it looked up, with their EndpointSlices.
-func (t *translation) rules(r route) (out []ruleResult, read []backendInput) {
+func (t *translator) rules(r route) (out []ruleResult, read []backendInput) {
 	out = make([]ruleResult, 0, len(r.rules))
 	for i, rule := range r.rules {
 		res := ruleResult{index: i}
@@ -86,7 +86,7 @@ func (t *translation) rules(r route) (out []ruleResult, read []backendInput) {
 }
 
 // noteRead adds a Service lookup to read, once.
-func (t *translation) noteRead(read []backendInput, key types.NamespacedName) []backendInput {
+func (t *translator) noteRead(read []backendInput, key types.NamespacedName) []backendInput {
 	if slices.ContainsFunc(read, func(b backendInput) bool { return b.key == key }) {
 		return read
 	}
@@ -94,7 +94,7 @@ func (t *translation) noteRead(read []backendInput, key types.NamespacedName) []
 }
 
 // normalizeMatch fills defaults and checks that Kong can express the match.
-func (t *translation) normalizeMatch(m gwv1.HTTPRouteMatch) (gwv1.HTTPRouteMatch, string) {
+func (t *translator) normalizeMatch(m gwv1.HTTPRouteMatch) (gwv1.HTTPRouteMatch, string) {
 	out := gwv1.HTTPRouteMatch{Method: m.Method}
 	path := gwv1.HTTPPathMatch{Type: ptr(gwv1.PathMatchPathPrefix), Value: ptr("/")}
 	if m.Path != nil {

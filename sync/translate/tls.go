@@ -16,7 +16,7 @@ import (
 
 // listenerCertificates resolves an HTTPS listener's certificateRefs into
 // the Secrets Kong will serve, or explains on ResolvedRefs why it cannot.
-func (t *translation) listenerCertificates(l *listener) ([]*corev1.Secret, *metav1.Condition) {
+func (t *translator) listenerCertificates(l *listener) ([]*corev1.Secret, *metav1.Condition) {
 	gen, spec, owner := l.generation, l.spec, gwv1.Kind(kindGateway)
 	if l.set != nil {
 		owner = kindListenerSet
@@ -63,10 +63,10 @@ func (t *translation) listenerCertificates(l *listener) ([]*corev1.Secret, *meta
 // certificates builds Kong's certificates with the server names of the
 // listeners that use them. An HTTPS listener without a hostname serves
 // every name ("*"). A name is served by the first listener that claims it.
-func (t *translation) certificates() []*declarative.Certificate {
+func certificates(gws []*gateway) []*declarative.Certificate {
 	bySecret := map[types.NamespacedName]*declarative.Certificate{}
 	claimed := map[string]bool{}
-	for _, g := range t.gws {
+	for _, g := range gws {
 		for _, l := range g.all() {
 			if !l.usable() || len(l.secrets) == 0 {
 				continue

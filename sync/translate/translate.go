@@ -54,51 +54,45 @@ const placeholderUpstream = "placeholder.konglet.invalid"
 // Translate computes the Kong config and statuses for a snapshot. Objects
 // listed in refused are left out of the config and reported as refused.
 func Translate(s *snapshot.Snapshot, refused Refusals) Result {
-	return newTranslation(s, refused).run(nil)
+	return newTranslator(s, refused).run(nil)
 }
 
-func newTranslation(s *snapshot.Snapshot, refused Refusals) *translation {
-	return &translation{
-		snap:    s,
-		refused: refused,
-		status: Status{
-			GatewayClasses: map[string]gwv1.GatewayClassStatus{},
-			Gateways:       map[types.NamespacedName]gwv1.GatewayStatus{},
-			ListenerSets:   map[types.NamespacedName]gwv1.ListenerSetStatus{},
-		},
-		listenerHosts: map[gwv1.PortNumber][]string{},
-		listenerPorts: map[string]map[gwv1.PortNumber]bool{},
-	}
-}
-
-// run translates; kept carries route outputs between translations (nil
-// without a Memo).
-func (t *translation) run(kept *keptRoutes) Result {
-	t.gatewayClasses()
-	t.gateways()
-	routes := t.translateRoutes(rankedRoutes(t.snap), len(allListeners(t.gws)), kept)
-	t.finishGateways(routes.attached)
-	t.status.Routes = routes.statuses
-	return Result{Config: t.config(routes), Status: t.status}
-}
-
-type translation struct {
+// translator is what every phase of a translation reads: the snapshot and
+// the refusals, which it never writes, and indexes of the snapshot built on
+// first use. The phases pass their results to each other as values.
+type translator struct {
 	snap    *snapshot.Snapshot
 	refused Refusals
-	status  Status
-	gws     []*gateway
-	// listenerHosts are the hostnames of the usable listeners of each port.
-	listenerHosts map[gwv1.PortNumber][]string
-	// listenerPorts are the ports of the usable listeners of each Kong
-	// protocol (http, https, tcp...).
-	listenerPorts map[string]map[gwv1.PortNumber]bool
 	// clusterIPs index the Services by ClusterIP (built on first use).
 	clusterIPs map[netip.Addr]*corev1.Service
 	// kongPods are the IPs of this Kong Pod and its peers (built on first use).
 	kongPods map[netip.Addr]bool
 }
 
-func (t *translation) config(routes mergedRoutes) *declarative.Config {
+func newTranslator(s *snapshot.Snapshot, refused Refusals) *translator {
+	return &translator{snap: s, refused: refused}
+}
+
+// run lists the phases of a translation; kept carries route outputs from
+// one translation to the next (nil without a Memo).
+func (t *translator) run(kept *keptRoutes) Result {
+	classes := t.gatewayClassStatuses()
+	gateways := t.buildGateways()
+	ports := listenerPortsOf(gateways)
+	routes := t.translateRoutes(rankedRoutes(t.snap), gateways, ports, kept)
+	gatewayStatuses, listenerSetStatuses := t.finishGateways(gateways, routes.attached)
+	cfg := t.assemble(routes, gateways)
+	return Result{Config: cfg, Status: Status{
+		GatewayClasses: classes,
+		Gateways:       gatewayStatuses,
+		ListenerSets:   listenerSetStatuses,
+		Routes:         routes.statuses,
+	}}
+}
+
+// assemble builds Kong's configuration from the routes' entities and the
+// listeners' certificates.
+func (t *translator) assemble(routes mergedRoutes, gateways []*gateway) *declarative.Config {
 	// Priorities depend on every route that shares a precedence class.
 	t.assignPriorities(routes.kongRoutes)
 	cfg := &declarative.Config{FormatVersion: declarative.FormatVersion}
@@ -113,7 +107,7 @@ func (t *translation) config(routes mergedRoutes) *declarative.Config {
 		cfg.Upstreams = append(cfg.Upstreams, u)
 	}
 	slices.SortFunc(cfg.Upstreams, func(a, b *declarative.Upstream) int { return cmp.Compare(a.Name, b.Name) })
-	cfg.Certificates = t.certificates()
+	cfg.Certificates = certificates(gateways)
 	cfg.Plugins = t.globalPlugins(routes.kongRoutes)
 	if len(cfg.Services) == 0 && len(cfg.Upstreams) == 0 && len(cfg.Certificates) == 0 {
 		// Kong counts a config without entities as none: its /status/ready
