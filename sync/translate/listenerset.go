@@ -2,12 +2,10 @@ package translate
 
 import (
 	"cmp"
-	"fmt"
 	"slices"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/types"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 )
 
@@ -67,40 +65,4 @@ func (t *translator) listenerSetAllowed(g *gateway, ns string) bool {
 		return err == nil && sel.Matches(labels.Set(namespace.Labels))
 	}
 	return false
-}
-
-// listenerSetStatuses writes the statuses of g's ListenerSets into out,
-// once routes are attached.
-func listenerSetStatuses(g *gateway, attached []int, out map[types.NamespacedName]gwv1.ListenerSetStatus) {
-	for _, obj := range g.notAllowed {
-		out[types.NamespacedName{Namespace: obj.Namespace, Name: obj.Name}] = gwv1.ListenerSetStatus{Conditions: []metav1.Condition{
-			condition(string(gwv1.ListenerSetConditionAccepted), false, string(gwv1.ListenerSetReasonNotAllowed),
-				fmt.Sprintf("Gateway %s does not allow ListenerSets from namespace %s (spec.allowedListeners)", g.key, obj.Namespace), obj.Generation),
-			condition(string(gwv1.ListenerSetConditionProgrammed), false, string(gwv1.ListenerSetReasonNotAllowed), "not accepted", obj.Generation),
-		}}
-	}
-	for _, set := range g.sets {
-		gen := set.obj.Generation
-		st := gwv1.ListenerSetStatus{}
-		valid := 0
-		for _, l := range set.listeners {
-			if l.usable() {
-				valid++
-			}
-			ls := l.status(attached[l.index])
-			st.Listeners = append(st.Listeners, gwv1.ListenerEntryStatus{Name: ls.Name, SupportedKinds: ls.SupportedKinds,
-				AttachedRoutes: ls.AttachedRoutes, Conditions: ls.Conditions})
-		}
-		accepted := condition(string(gwv1.ListenerSetConditionAccepted), true, string(gwv1.ListenerSetReasonAccepted), "", gen)
-		programmed := condition(string(gwv1.ListenerSetConditionProgrammed), true, string(gwv1.ListenerSetReasonProgrammed), "", gen)
-		if valid < len(set.listeners) {
-			msg := fmt.Sprintf("%d of %d listeners are valid", valid, len(set.listeners))
-			accepted = condition(string(gwv1.ListenerSetConditionAccepted), valid > 0, string(gwv1.ListenerSetReasonListenersNotValid), msg, gen)
-			if valid == 0 {
-				programmed = condition(string(gwv1.ListenerSetConditionProgrammed), false, string(gwv1.ListenerSetReasonInvalid), msg, gen)
-			}
-		}
-		st.Conditions = []metav1.Condition{accepted, programmed}
-		out[types.NamespacedName{Namespace: set.obj.Namespace, Name: set.obj.Name}] = st
-	}
 }

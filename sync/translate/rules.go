@@ -219,3 +219,7 @@ func resolvedRefsCondition(rules []ruleResult, gen int64) metav1.Condition {
 	}
 	return condition(string(gwv1.RouteConditionResolvedRefs), false, string(reason), joinMessages(msgs), gen)
 }
+
+func joinMessages(msgs []string) string {
+	return strings.Join(msgs, "; ")
+}

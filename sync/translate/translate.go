@@ -126,3 +126,5 @@ func condition(typ string, ok bool, reason, message string, generation int64) me
 	}
 	return metav1.Condition{Type: typ, Status: status, Reason: reason, Message: message, ObservedGeneration: generation}
 }
+
+func ptr[T any](v T) *T { return &v }
