@@ -37,7 +37,7 @@ func (t *translator) emit(r route, rules []ruleResult, places []placement) (serv
 				kr.order = routeOrder{rule: rule.index, match: mi}
 				kr.route.Plugins = plugins
 				if len(rule.backends) == 0 && !redirects(plugins) && !r.stream() {
-					kr.route.Plugins = append(kr.route.Plugins, t.noBackendPlugin(name, tags))
+					kr.route.Plugins = append(kr.route.Plugins, noBackendPlugin(name, tags))
 				}
 				svc.Routes = append(svc.Routes, kr.route)
 				kongRoutes = append(kongRoutes, kr)
@@ -50,7 +50,7 @@ func (t *translator) emit(r route, rules []ruleResult, places []placement) (serv
 
 // noBackendPlugin answers 500 where a rule has no usable backend, as the
 // Gateway API requires.
-func (t *translator) noBackendPlugin(routeName string, tags []string) *declarative.Plugin {
+func noBackendPlugin(routeName string, tags []string) *declarative.Plugin {
 	return &declarative.Plugin{
 		ID:   declarative.ID("plugin", routeName, "request-termination"),
 		Name: "request-termination",

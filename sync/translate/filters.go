@@ -161,7 +161,7 @@ func checkHeaderValues(m *gwv1.HTTPHeaderFilter) string {
 }
 
 // plugins builds the Kong plugins of one Kong route: host is the route's
-// hostname ("" for any), protocols its Kong protocols.
+// hostname ("" for any), ports the listener ports it is served on.
 func (f ruleFilters) plugins(routeName, host string, ports []int, m gwv1.HTTPRouteMatch, tags []string) []*declarative.Plugin {
 	var out []*declarative.Plugin
 	add := func(name string, config map[string]any) {

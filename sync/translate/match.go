@@ -24,7 +24,7 @@ type kongRoute struct {
 }
 
 // routeOrder breaks ties the Gateway API way: route (ranked oldest first,
-// then by namespace/name, see httpRoutes), then rule and match order.
+// then by namespace/name, see rankedRoutes), then rule and match order.
 type routeOrder struct {
 	route, rule, match int
 }

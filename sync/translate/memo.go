@@ -119,6 +119,10 @@ type backendInput struct {
 	slices  []*discoveryv1.EndpointSlice
 }
 
+// memoizable tells whether a route's output is kept for the next
+// translation: only HTTPRoutes' and GRPCRoutes', the many, whose output
+// depends on no other route (a TCPRoute's or UDPRoute's depends on the
+// older routes on its listeners).
 func memoizable(r route) bool { return r.kind == kindHTTPRoute || r.kind == kindGRPCRoute }
 
 // keptRoutes hand the route outputs of one translation to the next.

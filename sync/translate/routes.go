@@ -15,7 +15,7 @@ import (
 // tie-break order between routes: oldest first, then by namespace/name. A
 // route's index in it is its rank.
 func rankedRoutes(s *snapshot.Snapshot) []route {
-	routes := make([]route, 0, len(s.HTTPRoutes)+len(s.GRPCRoutes))
+	routes := make([]route, 0, len(s.HTTPRoutes)+len(s.GRPCRoutes)+len(s.TLSRoutes)+len(s.TCPRoutes)+len(s.UDPRoutes))
 	for _, r := range s.HTTPRoutes {
 		routes = append(routes, fromHTTPRoute(r))
 	}

@@ -13,7 +13,7 @@ import (
 	"github.com/konglet/konglet/sync/snapshot"
 )
 
-// ruleResult is one HTTPRoute rule after validation.
+// ruleResult is one rule of a route after validation.
 type ruleResult struct {
 	index   int
 	matches []gwv1.HTTPRouteMatch
