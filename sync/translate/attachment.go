@@ -9,19 +9,9 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 )
 
-// attachment is what a route's parentRefs attach it to, one after the
-// other.
-type attachment struct {
-	// listeners are the indexes of the listeners the route is attached to,
-	// each once: a route that names a listener through two parentRefs
-	// counts once in its attachedRoutes.
-	listeners []int
-	served    served
-}
-
-// served is where a route is served: hostname ("" for any) to the listener
-// ports, with the most specific listener that serves it there.
-type served map[string]map[gwv1.PortNumber]servedBy
+// attachment is where one route is served: hostname ("" for any) to the
+// listener ports, with the most specific listener that serves it there.
+type attachment map[string]map[gwv1.PortNumber]servedBy
 
 // servedBy is the listener through which a route serves a hostname on a port.
 type servedBy struct {
@@ -85,10 +75,12 @@ func sameParentRef(a, b gwv1.ParentReference) bool {
 	return a.Name == b.Name && ns(a.Namespace) == ns(b.Namespace) && str(a.SectionName) == str(b.SectionName) && port(a.Port) == port(b.Port)
 }
 
-// attach finds the listeners that accept the route through ref and adds
-// them, and where they serve it, to where. It returns the reason when none
-// does. attachedBefore counts the routes of lower rank on each listener.
-func (t *translator) attach(r route, listeners []*listener, ref gwv1.ParentReference, where *attachment, attachedBefore []int) (reason, message string) {
+// attach finds the listeners that accept the route through ref and records
+// where they serve it. It returns attachedTo with their indexes added, each
+// once (a route that names a listener through two parentRefs counts once
+// in its attachedRoutes), and the reason when none accepts it.
+// attachedBefore counts the routes of lower rank on each listener.
+func (t *translator) attach(r route, listeners []*listener, ref gwv1.ParentReference, where attachment, attachedTo, attachedBefore []int) (_ []int, reason, message string) {
 	var candidates []*listener
 	for _, l := range listeners {
 		if ref.SectionName != nil && l.spec.Name != *ref.SectionName {
@@ -100,7 +92,7 @@ func (t *translator) attach(r route, listeners []*listener, ref gwv1.ParentRefer
 		candidates = append(candidates, l)
 	}
 	if len(candidates) == 0 {
-		return string(gwv1.RouteReasonNoMatchingParent), "the parent has no listener that matches the parentRef's sectionName and port"
+		return attachedTo, string(gwv1.RouteReasonNoMatchingParent), "the parent has no listener that matches the parentRef's sectionName and port"
 	}
 	reason, message = string(gwv1.RouteReasonNoMatchingParent), "no matching listener is valid"
 	attached := false
@@ -131,27 +123,27 @@ func (t *translator) attach(r route, listeners []*listener, ref gwv1.ParentRefer
 			continue
 		}
 		attached = true
-		if !slices.Contains(where.listeners, l.index) {
-			where.listeners = append(where.listeners, l.index)
+		if !slices.Contains(attachedTo, l.index) {
+			attachedTo = append(attachedTo, l.index)
 		}
 		if !l.usable() {
 			continue // attached, but Kong cannot serve the listener
 		}
 		lh := hostnameOf(l.spec.Hostname)
 		for _, h := range hosts {
-			if where.served[h] == nil {
-				where.served[h] = map[gwv1.PortNumber]servedBy{}
+			if where[h] == nil {
+				where[h] = map[gwv1.PortNumber]servedBy{}
 			}
 			// Through two listeners on one port, the more specific one counts.
-			if prev, ok := where.served[h][l.spec.Port]; !ok || hostSpecificity(lh) > hostSpecificity(prev.listenerHost) {
-				where.served[h][l.spec.Port] = servedBy{r.kongProtocol(l.kongProtocol), lh, l.dstPort, l}
+			if prev, ok := where[h][l.spec.Port]; !ok || hostSpecificity(lh) > hostSpecificity(prev.listenerHost) {
+				where[h][l.spec.Port] = servedBy{r.kongProtocol(l.kongProtocol), lh, l.dstPort, l}
 			}
 		}
 	}
 	if attached {
-		return "", ""
+		return attachedTo, "", ""
 	}
-	return reason, message
+	return attachedTo, reason, message
 }
 
 func kindAllowed(l *listener, kind gwv1.Kind) bool {

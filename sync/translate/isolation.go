@@ -44,7 +44,7 @@ func covers(pattern, host string) bool {
 
 // placements splits where a route is served into Kong routes: ports of a
 // hostname that need the same exclusions share one.
-func (t *translator) placements(where served, listeners listenerPorts) []placement {
+func (t *translator) placements(where attachment, listeners listenerPorts) []placement {
 	var out []placement
 	for host, ports := range where {
 		groups := map[string]*placement{}

@@ -119,22 +119,22 @@ func (t *translator) translateRoute(r route, gws []*gateway, ports listenerPorts
 		reason, message string
 	}
 	var verdicts []verdict
-	where := attachment{served: served{}}
+	where := attachment{}
 	for _, ref := range r.parentRefs {
 		listeners, ours := parentListeners(gws, r.meta.Namespace, ref)
 		if !ours || slices.ContainsFunc(verdicts, func(v verdict) bool { return sameParentRef(v.ref, ref) }) {
 			continue
 		}
-		reason, msg := t.attach(r, listeners, ref, &where, attachedBefore)
+		var reason, msg string
+		out.listeners, reason, msg = t.attach(r, listeners, ref, where, out.listeners, attachedBefore)
 		verdicts = append(verdicts, verdict{ref, reason, msg})
 	}
-	out.listeners = where.listeners
 	if verdicts == nil {
 		return out
 	}
 	rules, read := t.rules(r)
 	out.backends = read
-	checkRedirectHosts(rules, where.served)
+	checkRedirectHosts(rules, where)
 	refusal, refused := t.refused[r.key()]
 	servable := false
 	parents := make([]gwv1.RouteParentStatus, 0, len(verdicts))
@@ -161,7 +161,7 @@ func (t *translator) translateRoute(r route, gws []*gateway, ports listenerPorts
 	}
 	out.parents = parents
 	if servable {
-		out.services, out.kongRoutes, out.upstreams = t.emit(r, rules, t.placements(where.served, ports))
+		out.services, out.kongRoutes, out.upstreams = t.emit(r, rules, t.placements(where, ports))
 	}
 	return out
 }
@@ -169,7 +169,7 @@ func (t *translator) translateRoute(r route, gws []*gateway, ports listenerPorts
 // checkRedirectHosts drops rules whose redirect has to keep the request's
 // hostname where the route serves a wildcard or any hostname: Kong's
 // redirect plugin has a fixed location.
-func checkRedirectHosts(rules []ruleResult, where served) {
+func checkRedirectHosts(rules []ruleResult, where attachment) {
 	for i := range rules {
 		if rules[i].dropped != "" || !rules[i].filters.redirectKeepsHost() {
 			continue
