@@ -30,9 +30,9 @@ type backend struct {
 	addrs []string
 }
 
-// resolveBackend checks a backendRef the way the Gateway API asks: kind,
-// cross-namespace grant, existence, port.
-func (t *translation) resolveBackend(fromNamespace string, fromKind gwv1.Kind, ref gwv1.BackendRef) (backend, *refProblem) {
+// backendService names the Service a backendRef points at, if the route
+// may use it: a core Service, in its namespace or granted.
+func (t *translator) backendService(fromNamespace string, fromKind gwv1.Kind, ref gwv1.BackendRef) (types.NamespacedName, *refProblem) {
 	group, kind := "", kindService
 	if ref.Group != nil {
 		group = string(*ref.Group)
@@ -41,19 +41,24 @@ func (t *translation) resolveBackend(fromNamespace string, fromKind gwv1.Kind, r
 		kind = string(*ref.Kind)
 	}
 	if group != "" || kind != kindService {
-		return backend{}, &refProblem{gwv1.RouteReasonInvalidKind, fmt.Sprintf("backendRef %s/%s %q: only core Services are supported", group, kind, ref.Name)}
+		return types.NamespacedName{}, &refProblem{gwv1.RouteReasonInvalidKind, fmt.Sprintf("backendRef %s/%s %q: only core Services are supported", group, kind, ref.Name)}
 	}
 	ns := fromNamespace
 	if ref.Namespace != nil {
 		ns = string(*ref.Namespace)
 	}
 	if ns != fromNamespace && !t.grantedTo(fromNamespace, fromKind, ns, kindService, string(ref.Name)) {
-		return backend{}, &refProblem{gwv1.RouteReasonRefNotPermitted,
+		return types.NamespacedName{}, &refProblem{gwv1.RouteReasonRefNotPermitted,
 			fmt.Sprintf("backendRef to Service %s/%s is not permitted: no ReferenceGrant in namespace %s allows it", ns, ref.Name, ns)}
 	}
-	key := types.NamespacedName{Namespace: ns, Name: string(ref.Name)}
+	return types.NamespacedName{Namespace: ns, Name: string(ref.Name)}, nil
+}
+
+// resolveBackend checks the rest of a backendRef to the Service key the
+// way the Gateway API asks: existence, port, and addresses Kong may use.
+func (t *translator) resolveBackend(key types.NamespacedName, ref gwv1.BackendRef, fromNamespace string, fromKind gwv1.Kind) (backend, *refProblem) {
+	ns := key.Namespace
 	svc := t.snap.Services[key]
-	t.recordBackend(key, svc)
 	if svc == nil {
 		return backend{}, &refProblem{gwv1.RouteReasonBackendNotFound, fmt.Sprintf("Service %s/%s not found", ns, ref.Name)}
 	}
@@ -84,7 +89,7 @@ func (t *translation) resolveBackend(fromNamespace string, fromKind gwv1.Kind, r
 
 // grantedTo tells whether a ReferenceGrant in toNamespace lets objects of
 // fromKind in fromNamespace refer to the core object toKind/name.
-func (t *translation) grantedTo(fromNamespace string, fromKind gwv1.Kind, toNamespace string, toKind gwv1.Kind, name string) bool {
+func (t *translator) grantedTo(fromNamespace string, fromKind gwv1.Kind, toNamespace string, toKind gwv1.Kind, name string) bool {
 	for _, g := range t.snap.ReferenceGrants {
 		if g.Namespace != toNamespace {
 			continue
@@ -102,23 +107,16 @@ func (t *translation) grantedTo(fromNamespace string, fromKind gwv1.Kind, toName
 	return false
 }
 
-// upstreamFor returns the name of the Kong upstream that balances over the
-// backends, creating it once: rules with the same backends share it.
-func (t *translation) upstreamFor(backends []backend) string {
-	if len(backends) == 0 {
-		return "no-backend.konglet.invalid"
-	}
-	name := upstreamName(backends)
-	if _, ok := t.upstreams[name]; ok {
-		return name
-	}
+// noBackendHost is the host of a rule's Kong service when the rule has no
+// usable backend: its routes answer 500 before Kong connects anywhere.
+const noBackendHost = "no-backend.konglet.invalid"
+
+// upstream is the Kong upstream that balances over the backends.
+func (t *translator) upstream(name string, backends []backend) *declarative.Upstream {
 	// Kong's errors about an upstream or a target are traced back through
 	// these tags: a target to its Service, an upstream to its first one.
-	u := &declarative.Upstream{Name: name,
-		Tags: objectTags(kindService, backends[0].service.ObjectMeta)}
-	u.Targets = t.targets(name, backends)
-	t.upstreams[name] = u
-	return name
+	return &declarative.Upstream{Name: name, Tags: objectTags(kindService, backends[0].service.ObjectMeta),
+		Targets: t.targets(name, backends)}
 }
 
 // upstreamName is a hostname: readable for one backend, a digest of the
@@ -142,7 +140,7 @@ const maxTargetWeight = 10000
 
 // targets spreads each backend's weight over its endpoints so that the
 // Gateway API weights hold whatever the number of endpoints per Service.
-func (t *translation) targets(upstream string, backends []backend) []*declarative.Target {
+func (t *translator) targets(upstream string, backends []backend) []*declarative.Target {
 	type share struct {
 		addrs  []string
 		weight float64
@@ -188,7 +186,7 @@ func (t *translation) targets(upstream string, backends []backend) []*declarativ
 // checked addresses of an ExternalName. Every address a route author could
 // have chosen is checked (forbiddenTarget): one that is forbidden refuses
 // the whole backend, so the author sees why in the route's status.
-func (t *translation) backendAddresses(b backend, fromNamespace string, fromKind gwv1.Kind) ([]string, *refProblem) {
+func (t *translator) backendAddresses(b backend, fromNamespace string, fromKind gwv1.Kind) ([]string, *refProblem) {
 	svc := b.service
 	if svc.Spec.Type == corev1.ServiceTypeExternalName {
 		return t.externalNameAddresses(b, fromNamespace, fromKind)
@@ -234,7 +232,7 @@ func (t *translation) backendAddresses(b backend, fromNamespace string, fromKind
 // name, as konglet resolved them: Kong gets checked IP addresses, so a
 // name that resolves differently later (DNS rebinding) changes nothing
 // until konglet resolves and checks it again.
-func (t *translation) externalNameAddresses(b backend, fromNamespace string, fromKind gwv1.Kind) ([]string, *refProblem) {
+func (t *translator) externalNameAddresses(b backend, fromNamespace string, fromKind gwv1.Kind) ([]string, *refProblem) {
 	svc, name := b.service, b.service.Spec.ExternalName
 	if !t.snap.AllowExternalName {
 		return nil, &refProblem{gwv1.RouteReasonRefNotPermitted, fmt.Sprintf(
@@ -278,7 +276,7 @@ func hostPort(addr string, port int32) string {
 	return string(strconv.AppendInt(b, int64(port), 10))
 }
 
-func (t *translation) serviceMode(svc *corev1.Service) bool {
+func (t *translator) serviceMode(svc *corev1.Service) bool {
 	switch svc.Annotations[snapshot.UpstreamModeAnnotation] {
 	case snapshot.UpstreamModeService:
 		return true

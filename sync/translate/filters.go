@@ -25,7 +25,7 @@ type ruleFilters struct {
 
 // collectFilters checks that Kong can apply every filter of the rule and
 // says which cannot, by name: a rule is never served without its filters.
-func (t *translation) collectFilters(rule routeRule) (ruleFilters, string) {
+func (t *translator) collectFilters(rule routeRule) (ruleFilters, string) {
 	out := ruleFilters{filters: slices.Clone(rule.filters), timeouts: rule.timeouts}
 	withFilters := 0
 	for _, b := range rule.backendRefs {
@@ -62,7 +62,7 @@ func (t *translation) collectFilters(rule routeRule) (ruleFilters, string) {
 	return out, ""
 }
 
-func (t *translation) checkFilter(f gwv1.HTTPRouteFilter) string {
+func (t *translator) checkFilter(f gwv1.HTTPRouteFilter) string {
 	plugin := ""
 	switch f.Type {
 	case gwv1.HTTPRouteFilterRequestHeaderModifier:
@@ -115,7 +115,7 @@ func (t *translation) checkFilter(f gwv1.HTTPRouteFilter) string {
 // path, or a prefix replacement through the capture of the rest of the
 // path, which needs the expressions router (Gateway API admits
 // ReplacePrefixMatch only on PathPrefix matches).
-func (t *translation) checkRewritePath(p *gwv1.HTTPPathModifier) string {
+func (t *translator) checkRewritePath(p *gwv1.HTTPPathModifier) string {
 	if p == nil {
 		return ""
 	}
@@ -161,7 +161,7 @@ func checkHeaderValues(m *gwv1.HTTPHeaderFilter) string {
 }
 
 // plugins builds the Kong plugins of one Kong route: host is the route's
-// hostname ("" for any), protocols its Kong protocols.
+// hostname ("" for any), ports the listener ports it is served on.
 func (f ruleFilters) plugins(routeName, host string, ports []int, m gwv1.HTTPRouteMatch, tags []string) []*declarative.Plugin {
 	var out []*declarative.Plugin
 	add := func(name string, config map[string]any) {

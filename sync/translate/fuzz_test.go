@@ -3,13 +3,13 @@ package translate_test
 import (
 	"bytes"
 	"encoding/json"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 
@@ -24,12 +24,9 @@ import (
 // FuzzTranslate feeds arbitrary Gateway API YAML to the translation: it must
 // never panic, must be deterministic, and must not modify its input.
 func FuzzTranslate(f *testing.F) {
-	seeds, _ := filepath.Glob("testdata/golden/*.yaml")
-	for _, s := range seeds {
-		if strings.HasSuffix(s, ".golden.yaml") {
-			continue
-		}
-		b, err := os.ReadFile(s)
+	inputs := goldenInputs(f, false)
+	for _, name := range slices.Sorted(maps.Keys(inputs)) {
+		b, err := os.ReadFile(inputs[name][0])
 		if err != nil {
 			f.Fatal(err)
 		}

@@ -3,8 +3,10 @@ package translate_test
 import (
 	"bytes"
 	"flag"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -47,30 +49,43 @@ func testKong(flavor string) snapshot.Kong {
 	return kong
 }
 
-// TestGolden translates every testdata/golden/*.yaml input with both router
-// flavors and compares config and statuses with the .golden files next to it.
-func TestGolden(t *testing.T) {
-	inputs, err := filepath.Glob("testdata/golden/*.yaml")
+// goldenDir holds one folder per scenario: input.yaml, and the expected
+// output of each router flavor in <flavor>.golden.yaml.
+const goldenDir = "testdata/golden"
+
+// goldenInputs are the scenarios' inputs by name, in name order; with
+// examples, the deploy/examples scenario too, whose input stays where users
+// find it.
+func goldenInputs(t testing.TB, examples bool) map[string][]string {
+	t.Helper()
+	paths, err := filepath.Glob(filepath.Join(goldenDir, "*", "input.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	inputs = append(inputs, "../../deploy/examples")
-	for _, in := range inputs {
-		if strings.HasSuffix(in, ".golden.yaml") {
-			continue
+	out := map[string][]string{}
+	for _, p := range paths {
+		out[filepath.Base(filepath.Dir(p))] = []string{p}
+	}
+	if examples {
+		if out["examples"], err = filepath.Glob("../../deploy/examples/*.yaml"); err != nil {
+			t.Fatal(err)
 		}
+	}
+	return out
+}
+
+// TestGolden translates every scenario of testdata/golden with both router
+// flavors and compares config and statuses with its .golden.yaml files.
+func TestGolden(t *testing.T) {
+	inputs := goldenInputs(t, true)
+	for _, name := range slices.Sorted(maps.Keys(inputs)) {
 		for _, flavor := range []string{snapshot.RouterExpressions, snapshot.RouterTraditionalCompat} {
-			name := strings.TrimSuffix(filepath.Base(in), ".yaml")
 			t.Run(name+"/"+flavor, func(t *testing.T) {
-				paths := []string{in}
-				if fi, err := os.Stat(in); err == nil && fi.IsDir() {
-					paths, _ = filepath.Glob(filepath.Join(in, "*.yaml"))
-				}
-				got, err := translate.Translate(loadSnapshot(t, flavor, paths...), nil).YAML()
+				got, err := translate.Translate(loadSnapshot(t, flavor, inputs[name]...), nil).YAML()
 				if err != nil {
 					t.Fatal(err)
 				}
-				golden := filepath.Join("testdata/golden", name+"."+flavor+".golden.yaml")
+				golden := filepath.Join(goldenDir, name, flavor+".golden.yaml")
 				if *update {
 					if err := os.WriteFile(golden, got, 0o644); err != nil {
 						t.Fatal(err)

@@ -12,7 +12,7 @@ import (
 // TestGRPCRouting sends gRPC calls through the double's router: the method
 // matches pick the right rule, and the cleartext route stays unserved.
 func TestGRPCRouting(t *testing.T) {
-	snap := loadSnapshot(t, snapshot.RouterExpressions, "testdata/golden/grpc.yaml")
+	snap := loadSnapshot(t, snapshot.RouterExpressions, "testdata/golden/grpc/input.yaml")
 	doc, err := declarativeJSON(translate.Translate(snap, nil))
 	if err != nil {
 		t.Fatal(err)

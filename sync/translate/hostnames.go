@@ -51,3 +51,10 @@ func wildcardMatches(wildcard, host string) bool {
 }
 
 func isIP(s string) bool { return net.ParseIP(s) != nil }
+
+func hostnameOf(h *gwv1.Hostname) string {
+	if h == nil {
+		return ""
+	}
+	return string(*h)
+}

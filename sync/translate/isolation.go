@@ -5,8 +5,6 @@ import (
 	"slices"
 	"strings"
 
-	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
-
 	"github.com/konglet/konglet/sync/snapshot"
 )
 
@@ -46,12 +44,12 @@ func covers(pattern, host string) bool {
 
 // placements splits where a route is served into Kong routes: ports of a
 // hostname that need the same exclusions share one.
-func (t *translation) placements(where attachment) []placement {
+func (t *translator) placements(where attachment, listeners listenerPorts) []placement {
 	var out []placement
 	for host, ports := range where {
 		groups := map[string]*placement{}
 		for port, by := range ports {
-			excluded, shadowed := t.exclusions(host, port, by.listenerHost)
+			excluded, shadowed := t.exclusions(host, by.listenerHost, listeners.hosts[port])
 			if shadowed {
 				continue
 			}
@@ -62,7 +60,7 @@ func (t *translation) placements(where attachment) []placement {
 				groups[key] = p
 			}
 			p.ports = append(p.ports, by.dstPort)
-			p.matchPort = p.matchPort || len(t.listenerPorts[by.listener.kongProtocol]) > 1
+			p.matchPort = p.matchPort || len(listeners.ofProtocol[by.listener.kongProtocol]) > 1
 			if !slices.Contains(p.protocols, by.protocol) {
 				p.protocols = append(p.protocols, by.protocol)
 			}
@@ -80,13 +78,14 @@ func (t *translation) placements(where attachment) []placement {
 }
 
 // exclusions lists the hostnames that listeners more specific than the one
-// serving host on port own there. shadowed is true when one of them owns
-// host entirely: the route is not served there at all.
-func (t *translation) exclusions(host string, port gwv1.PortNumber, listenerHost string) (excluded []string, shadowed bool) {
+// serving host on a port own there (portHosts are the hostnames of the
+// port's listeners). shadowed is true when one of them owns host entirely:
+// the route is not served there at all.
+func (t *translator) exclusions(host, listenerHost string, portHosts []string) (excluded []string, shadowed bool) {
 	if t.snap.Kong.RouterFlavor != snapshot.RouterExpressions {
 		return nil, false // the Gateway's Accepted message states this limit
 	}
-	for _, other := range t.listenerHosts[port] {
+	for _, other := range portHosts {
 		if other == listenerHost || hostSpecificity(other) <= hostSpecificity(listenerHost) || !covers(listenerHost, other) {
 			continue
 		}

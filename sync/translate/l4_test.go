@@ -15,7 +15,7 @@ import (
 func TestL4Routing(t *testing.T) {
 	for _, flavor := range []string{snapshot.RouterExpressions, snapshot.RouterTraditionalCompat} {
 		t.Run(flavor, func(t *testing.T) {
-			doc, err := declarativeJSON(translate.Translate(loadSnapshot(t, flavor, "testdata/golden/l4.yaml"), nil))
+			doc, err := declarativeJSON(translate.Translate(loadSnapshot(t, flavor, "testdata/golden/l4/input.yaml"), nil))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -2,16 +2,12 @@ package translate
 
 import (
 	"cmp"
-	"fmt"
 	"slices"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/types"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 )
-
-const kindListenerSet = "ListenerSet"
 
 // listenerSet is a ListenerSet attached to a bound Gateway: its listeners
 // work like the Gateway's own, for the routes that name the ListenerSet.
@@ -22,7 +18,7 @@ type listenerSet struct {
 
 // listenerSets takes the ListenerSets that point at g, oldest first (the
 // Gateway API's order), and checks that g allows them.
-func (t *translation) listenerSets(g *gateway) {
+func (t *translator) listenerSets(g *gateway) {
 	sets := slices.Clone(t.snap.ListenerSets)
 	slices.SortFunc(sets, func(a, b *gwv1.ListenerSet) int {
 		return cmp.Or(a.CreationTimestamp.Compare(b.CreationTimestamp.Time), cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
@@ -37,13 +33,8 @@ func (t *translation) listenerSets(g *gateway) {
 			ns != g.key.Namespace || string(ref.Name) != g.key.Name {
 			continue
 		}
-		key := types.NamespacedName{Namespace: obj.Namespace, Name: obj.Name}
 		if !t.listenerSetAllowed(g, obj.Namespace) {
-			t.status.ListenerSets[key] = gwv1.ListenerSetStatus{Conditions: []metav1.Condition{
-				condition(string(gwv1.ListenerSetConditionAccepted), false, string(gwv1.ListenerSetReasonNotAllowed),
-					fmt.Sprintf("Gateway %s does not allow ListenerSets from namespace %s (spec.allowedListeners)", g.key, obj.Namespace), obj.Generation),
-				condition(string(gwv1.ListenerSetConditionProgrammed), false, string(gwv1.ListenerSetReasonNotAllowed), "not accepted", obj.Generation),
-			}}
+			g.notAllowed = append(g.notAllowed, obj)
 			continue
 		}
 		set := &listenerSet{obj: obj}
@@ -55,7 +46,7 @@ func (t *translation) listenerSets(g *gateway) {
 	}
 }
 
-func (t *translation) listenerSetAllowed(g *gateway, ns string) bool {
+func (t *translator) listenerSetAllowed(g *gateway, ns string) bool {
 	allowed := g.obj.Spec.AllowedListeners
 	if allowed == nil || allowed.Namespaces == nil || allowed.Namespaces.From == nil {
 		return false // the Gateway API default: no ListenerSets
@@ -74,34 +65,4 @@ func (t *translation) listenerSetAllowed(g *gateway, ns string) bool {
 		return err == nil && sel.Matches(labels.Set(namespace.Labels))
 	}
 	return false
-}
-
-// finishListenerSets writes the statuses of g's ListenerSets, once routes
-// are attached, and returns how many are accepted.
-func (t *translation) finishListenerSets(g *gateway) int {
-	for _, set := range g.sets {
-		gen := set.obj.Generation
-		st := gwv1.ListenerSetStatus{}
-		valid := 0
-		for _, l := range set.listeners {
-			if l.usable() {
-				valid++
-			}
-			ls := l.status()
-			st.Listeners = append(st.Listeners, gwv1.ListenerEntryStatus{Name: ls.Name, SupportedKinds: ls.SupportedKinds,
-				AttachedRoutes: ls.AttachedRoutes, Conditions: ls.Conditions})
-		}
-		accepted := condition(string(gwv1.ListenerSetConditionAccepted), true, string(gwv1.ListenerSetReasonAccepted), "", gen)
-		programmed := condition(string(gwv1.ListenerSetConditionProgrammed), true, string(gwv1.ListenerSetReasonProgrammed), "", gen)
-		if valid < len(set.listeners) {
-			msg := fmt.Sprintf("%d of %d listeners are valid", valid, len(set.listeners))
-			accepted = condition(string(gwv1.ListenerSetConditionAccepted), valid > 0, string(gwv1.ListenerSetReasonListenersNotValid), msg, gen)
-			if valid == 0 {
-				programmed = condition(string(gwv1.ListenerSetConditionProgrammed), false, string(gwv1.ListenerSetReasonInvalid), msg, gen)
-			}
-		}
-		st.Conditions = []metav1.Condition{accepted, programmed}
-		t.status.ListenerSets[types.NamespacedName{Namespace: set.obj.Namespace, Name: set.obj.Name}] = st
-	}
-	return len(g.sets)
 }

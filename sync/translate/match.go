@@ -24,7 +24,7 @@ type kongRoute struct {
 }
 
 // routeOrder breaks ties the Gateway API way: route (ranked oldest first,
-// then by namespace/name, see httpRoutes), then rule and match order.
+// then by namespace/name, see rankedRoutes), then rule and match order.
 type routeOrder struct {
 	route, rule, match int
 }
@@ -75,7 +75,7 @@ func precedenceClass(host string, m gwv1.HTTPRouteMatch) uint64 {
 var no, yes = false, true
 
 // kongRoute builds the Kong route for one match in one placement.
-func (t *translation) kongRoute(name string, place placement, m gwv1.HTTPRouteMatch, filters ruleFilters, stream bool) *kongRoute {
+func (t *translator) kongRoute(name string, place placement, m gwv1.HTTPRouteMatch, filters ruleFilters, stream bool) *kongRoute {
 	r := &declarative.Route{
 		Name:      name,
 		Protocols: place.protocols,
@@ -95,9 +95,7 @@ func (t *translation) kongRoute(name string, place placement, m gwv1.HTTPRouteMa
 		// strip_path and preserve_host are HTTP-only fields in Kong.
 		r.StripPath, r.PreserveHost = &no, &yes
 	}
-	kr := &kongRoute{route: r, class: precedenceClass(place.host, m)}
-	t.kongRoutes = append(t.kongRoutes, kr)
-	return kr
+	return &kongRoute{route: r, class: precedenceClass(place.host, m)}
 }
 
 // assignPriorities gives every Kong route a unique priority that encodes
@@ -105,16 +103,16 @@ func (t *translation) kongRoute(name string, place placement, m gwv1.HTTPRouteMa
 // Inside a class, expressions priorities count down from the oldest route:
 // a new route (the newest) takes the next value down and moves no other
 // route's priority, so a change stays a small change of the document.
-func (t *translation) assignPriorities() {
-	slices.SortFunc(t.kongRoutes, func(a, b *kongRoute) int {
+func (t *translator) assignPriorities(kongRoutes []*kongRoute) {
+	slices.SortFunc(kongRoutes, func(a, b *kongRoute) int {
 		return cmp.Or(cmp.Compare(a.class, b.class), a.order.compare(b.order))
 	})
-	for start := 0; start < len(t.kongRoutes); {
+	for start := 0; start < len(kongRoutes); {
 		end := start + 1
-		for end < len(t.kongRoutes) && t.kongRoutes[end].class == t.kongRoutes[start].class {
+		for end < len(kongRoutes) && kongRoutes[end].class == kongRoutes[start].class {
 			end++
 		}
-		for i, kr := range t.kongRoutes[start:end] {
+		for i, kr := range kongRoutes[start:end] {
 			if t.snap.Kong.RouterFlavor == snapshot.RouterExpressions {
 				kr.route.Priority = kr.class<<rankBits | uint64(maxRank-min(i, maxRank))
 			} else {

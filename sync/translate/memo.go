@@ -11,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	"github.com/konglet/konglet/proxy/declarative"
 	"github.com/konglet/konglet/sync/snapshot"
 )
 
@@ -32,7 +31,7 @@ import (
 // not safe for concurrent use.
 type Memo struct {
 	shared sharedInputs
-	routes map[*metav1.ObjectMeta]*routeMemo
+	routes map[*metav1.ObjectMeta]*routeOutput
 }
 
 // Translate is the package's Translate, reusing what it can from the
@@ -43,11 +42,9 @@ func (m *Memo) Translate(s *snapshot.Snapshot, refused Refusals) Result {
 		m.routes = nil
 	}
 	m.shared = shared
-	t := newTranslation(s, refused)
-	t.memo = m.routes
-	t.nextMemo = make(map[*metav1.ObjectMeta]*routeMemo, len(m.routes))
-	res := t.run()
-	m.routes = t.nextMemo
+	kept := &keptRoutes{previous: m.routes, next: make(map[*metav1.ObjectMeta]*routeOutput, len(m.routes))}
+	res := newTranslator(s, refused).run(kept)
+	m.routes = kept.next
 	return res
 }
 
@@ -115,18 +112,6 @@ func sameSpec[T interface {
 	return a == b || a.GetUID() != "" && a.GetUID() == b.GetUID() && a.GetGeneration() == b.GetGeneration()
 }
 
-// routeMemo is what one route's translation read beyond the shared inputs,
-// and what it produced.
-type routeMemo struct {
-	backends   []backendInput
-	hasStatus  bool // false for a route of no bound Gateway
-	parents    []gwv1.RouteParentStatus
-	listeners  []int // indexes (in listenerIndex) of the listeners it attached to
-	services   []*declarative.Service
-	kongRoutes []*kongRoute
-	upstreams  []*declarative.Upstream
-}
-
 // backendInput is a Service lookup of a route's backends, and the
 // EndpointSlices behind it.
 type backendInput struct {
@@ -135,99 +120,39 @@ type backendInput struct {
 	slices  []*discoveryv1.EndpointSlice
 }
 
+// memoizable tells whether a route's output is kept for the next
+// translation: only HTTPRoutes' and GRPCRoutes', the many, whose output
+// depends on no other route (a TCPRoute's or UDPRoute's depends on the
+// older routes on its listeners).
 func memoizable(r route) bool { return r.kind == kindHTTPRoute || r.kind == kindGRPCRoute }
 
-// remembered returns the previous translation's work for r if it still holds.
-func (t *translation) remembered(r route) *routeMemo {
-	m := t.memo[r.meta]
-	if m == nil {
+// keptRoutes hand the route outputs of one translation to the next.
+type keptRoutes struct {
+	previous, next map[*metav1.ObjectMeta]*routeOutput
+}
+
+// reusable returns the previous translation's output for r if it still
+// holds: the same route object, whose backends resolve to the same
+// Services and EndpointSlices. k is nil without a Memo.
+func (k *keptRoutes) reusable(r route, s *snapshot.Snapshot) *routeOutput {
+	if k == nil {
 		return nil
 	}
-	for _, b := range m.backends {
-		if t.snap.Services[b.key] != b.service || !slices.Equal(t.snap.EndpointSlices[b.key], b.slices) {
+	out := k.previous[r.meta]
+	if out == nil {
+		return nil
+	}
+	for _, b := range out.backends {
+		if s.Services[b.key] != b.service || !slices.Equal(s.EndpointSlices[b.key], b.slices) {
 			return nil
 		}
 	}
-	return m
+	return out
 }
 
-// replay applies a remembered route's work to this translation.
-func (t *translation) replay(r route, m *routeMemo, rank int) {
-	if m.hasStatus {
-		t.status.Routes[r.key()] = m.parents
+// keep hands a route's output to the next translation.
+func (k *keptRoutes) keep(r route, out *routeOutput) {
+	if k != nil && memoizable(r) {
+		k.next[r.meta] = out
 	}
-	all := t.listenerIndex()
-	for _, i := range m.listeners {
-		all[i].attached++
-		all[i].lastAttached = r.meta
-	}
-	t.services = append(t.services, m.services...)
-	for _, kr := range m.kongRoutes {
-		kr.order.route = rank
-	}
-	t.kongRoutes = append(t.kongRoutes, m.kongRoutes...)
-	for _, u := range m.upstreams {
-		if _, ok := t.upstreams[u.Name]; !ok {
-			t.upstreams[u.Name] = u
-		}
-	}
-	t.nextMemo[r.meta] = m
-}
-
-// recorder notes what a route reads and produces while it is translated.
-type recorder struct {
-	memo                 *routeMemo
-	services, kongRoutes int // their lengths before the route
-	attachedTo           []*listener
-}
-
-func (t *translation) startRecording() {
-	t.recording = &recorder{memo: &routeMemo{}, services: len(t.services), kongRoutes: len(t.kongRoutes)}
-}
-
-// recordBackend notes a Service lookup.
-func (t *translation) recordBackend(key types.NamespacedName, svc *corev1.Service) {
-	rec := t.recording
-	if rec == nil || slices.ContainsFunc(rec.memo.backends, func(b backendInput) bool { return b.key == key }) {
-		return
-	}
-	rec.memo.backends = append(rec.memo.backends, backendInput{key: key, service: svc, slices: slices.Clone(t.snap.EndpointSlices[key])})
-}
-
-// recordAttach notes a listener the route is counted on.
-func (t *translation) recordAttach(l *listener) {
-	if t.recording != nil {
-		t.recording.attachedTo = append(t.recording.attachedTo, l)
-	}
-}
-
-// finishRecording keeps what the route produced for the next translation.
-func (t *translation) finishRecording(r route) {
-	rec := t.recording
-	t.recording = nil
-	m := rec.memo
-	m.parents, m.hasStatus = t.status.Routes[r.key()]
-	index := t.listenerIndex()
-	for _, l := range rec.attachedTo {
-		m.listeners = append(m.listeners, slices.Index(index, l))
-	}
-	m.services = slices.Clone(t.services[rec.services:])
-	m.kongRoutes = slices.Clone(t.kongRoutes[rec.kongRoutes:])
-	for _, svc := range m.services {
-		if u := t.upstreams[svc.Host]; u != nil {
-			m.upstreams = append(m.upstreams, u)
-		}
-	}
-	t.nextMemo[r.meta] = m
-}
-
-// listenerIndex lists every listener in a fixed order: with the same shared
-// inputs, the same listener has the same index in every translation.
-func (t *translation) listenerIndex() []*listener {
-	if t.listeners == nil {
-		for _, g := range t.gws {
-			t.listeners = append(t.listeners, g.all()...)
-		}
-	}
-	return t.listeners
 }

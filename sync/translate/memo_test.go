@@ -3,9 +3,9 @@ package translate_test
 import (
 	"bytes"
 	"fmt"
-	"path/filepath"
+	"maps"
 	"reflect"
-	"strings"
+	"slices"
 	"testing"
 	"time"
 
@@ -153,19 +153,47 @@ func TestMemoMatchesAFreshTranslation(t *testing.T) {
 // both orders, against fresh translations: nothing of one input may leak
 // into the next.
 func TestMemoAcrossGoldenInputs(t *testing.T) {
-	inputs, err := filepath.Glob("testdata/golden/*.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
+	inputs := goldenInputs(t, false)
 	var snaps []*snapshot.Snapshot
-	for _, in := range inputs {
-		if !strings.HasSuffix(in, ".golden.yaml") {
-			snaps = append(snaps, loadSnapshot(t, snapshot.RouterExpressions, in))
-		}
+	for _, name := range slices.Sorted(maps.Keys(inputs)) {
+		snaps = append(snaps, loadSnapshot(t, snapshot.RouterExpressions, inputs[name]...))
 	}
 	var memo translate.Memo
 	for i, s := range append(snaps, snaps...) {
 		sameResult(t, fmt.Sprintf("input %d", i%len(snaps)), &memo, s, nil)
 		sameResult(t, fmt.Sprintf("input %d again", i%len(snaps)), &memo, s, nil)
 	}
+}
+
+// TestMemoKeepsEachRoutesOwnUpstream: two routes that split their traffic
+// over the same Services, listed in another order, share one upstream in
+// the config, tagged with the older route's first Service. When the older
+// one goes, the newer one's kept output must carry its own upstream, tagged
+// as a fresh translation tags it.
+func TestMemoKeepsEachRoutesOwnUpstream(t *testing.T) {
+	snap := benchSnapshot(3)
+	older, newer := snap.HTTPRoutes[0].DeepCopy(), snap.HTTPRoutes[1].DeepCopy()
+	older.CreationTimestamp, newer.CreationTimestamp = metav1.NewTime(time.Unix(1, 0)), metav1.NewTime(time.Unix(2, 0))
+	a, b := older.Spec.Rules[0].BackendRefs[0], newer.Spec.Rules[0].BackendRefs[0]
+	a.Namespace, b.Namespace = ptr(gwv1.Namespace("ns-0")), ptr(gwv1.Namespace("ns-1"))
+	older.Spec.Rules[0].BackendRefs = []gwv1.HTTPBackendRef{a, b}
+	newer.Spec.Rules[0].BackendRefs = []gwv1.HTTPBackendRef{b, a}
+	snap.HTTPRoutes = []*gwv1.HTTPRoute{older, newer}
+	snap.ReferenceGrants = []*gwv1.ReferenceGrant{grantServices("ns-0", "ns-1"), grantServices("ns-1", "ns-0")}
+	var memo translate.Memo
+	first := sameResult(t, "both routes", &memo, snap, nil)
+	shared := slices.DeleteFunc(slices.Clone(first.Config.Upstreams), func(u *declarative.Upstream) bool { return u.Name == translate.MarkerUpstream })
+	if len(shared) != 1 {
+		t.Fatalf("the routes share %d upstreams, want 1", len(shared))
+	}
+	snap.HTTPRoutes = []*gwv1.HTTPRoute{newer}
+	sameResult(t, "the older route is gone", &memo, snap, nil)
+}
+
+// grantServices lets HTTPRoutes in namespace from use the Services of to.
+func grantServices(to, from string) *gwv1.ReferenceGrant {
+	return &gwv1.ReferenceGrant{ObjectMeta: metav1.ObjectMeta{Name: "from-" + from, Namespace: to}, Spec: gwv1.ReferenceGrantSpec{
+		From: []gwv1.ReferenceGrantFrom{{Group: gwv1.GroupName, Kind: "HTTPRoute", Namespace: gwv1.Namespace(from)}},
+		To:   []gwv1.ReferenceGrantTo{{Kind: "Service"}},
+	}}
 }

@@ -34,7 +34,7 @@ func (s Status) Objects() []ObjectStatus {
 		out = append(out, o)
 	}
 	for _, name := range sortedKeys(s.GatewayClasses, func(a, b string) int { return cmp.Compare(a, b) }) {
-		add("GatewayClass", types.NamespacedName{Name: name}, s.GatewayClasses[name])
+		add(kindGatewayClass, types.NamespacedName{Name: name}, s.GatewayClasses[name])
 	}
 	for _, key := range sortedKeys(s.Gateways, compareNames) {
 		add(kindGateway, key, s.Gateways[key])

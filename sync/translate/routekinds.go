@@ -8,16 +8,10 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 )
 
-const (
-	kindGRPCRoute = "GRPCRoute"
-	kindTLSRoute  = "TLSRoute"
-	kindTCPRoute  = "TCPRoute"
-	kindUDPRoute  = "UDPRoute"
-)
-
-// route is an HTTPRoute or a GRPCRoute as the translation sees it. A gRPC
-// call is an HTTP/2 request for the path /<service>/<method>, so GRPCRoute
-// matches become HTTP path matches and both kinds share one translation.
+// route is a route of any kind as the translation sees it. A gRPC call is
+// an HTTP/2 request for the path /<service>/<method>, so GRPCRoute matches
+// become HTTP path matches; a TLSRoute, TCPRoute or UDPRoute rule is a rule
+// with one empty match. All kinds share one translation.
 type route struct {
 	kind       gwv1.Kind
 	meta       *metav1.ObjectMeta

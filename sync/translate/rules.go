@@ -3,15 +3,17 @@ package translate
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/konglet/konglet/sync/snapshot"
 )
 
-// ruleResult is one HTTPRoute rule after validation.
+// ruleResult is one rule of a route after validation.
 type ruleResult struct {
 	index   int
 	matches []gwv1.HTTPRouteMatch
@@ -38,8 +40,10 @@ var (
 	methodPattern     = regexp.MustCompile(`^[A-Z]+$`)
 )
 
-func (t *translation) rules(r route) []ruleResult {
-	out := make([]ruleResult, 0, len(r.rules))
+// rules validates the route's rules and resolves their backends; read are
+// the Services it looked up, with their EndpointSlices.
+func (t *translator) rules(r route) (out []ruleResult, read []backendInput) {
+	out = make([]ruleResult, 0, len(r.rules))
 	for i, rule := range r.rules {
 		res := ruleResult{index: i}
 		var msg string
@@ -62,7 +66,12 @@ func (t *translation) rules(r route) []ruleResult {
 			res.matches = append(res.matches, norm)
 		}
 		for _, ref := range rule.backendRefs {
-			b, problem := t.resolveBackend(r.meta.Namespace, r.kind, ref.BackendRef)
+			key, problem := t.backendService(r.meta.Namespace, r.kind, ref.BackendRef)
+			var b backend
+			if problem == nil {
+				read = t.noteRead(read, key)
+				b, problem = t.resolveBackend(key, ref.BackendRef, r.meta.Namespace, r.kind)
+			}
 			if problem != nil {
 				res.refProblems = append(res.refProblems, *problem)
 				continue
@@ -73,11 +82,19 @@ func (t *translation) rules(r route) []ruleResult {
 		}
 		out = append(out, res)
 	}
-	return out
+	return out, read
+}
+
+// noteRead adds a Service lookup to read, once.
+func (t *translator) noteRead(read []backendInput, key types.NamespacedName) []backendInput {
+	if slices.ContainsFunc(read, func(b backendInput) bool { return b.key == key }) {
+		return read
+	}
+	return append(read, backendInput{key: key, service: t.snap.Services[key], slices: slices.Clone(t.snap.EndpointSlices[key])})
 }
 
 // normalizeMatch fills defaults and checks that Kong can express the match.
-func (t *translation) normalizeMatch(m gwv1.HTTPRouteMatch) (gwv1.HTTPRouteMatch, string) {
+func (t *translator) normalizeMatch(m gwv1.HTTPRouteMatch) (gwv1.HTTPRouteMatch, string) {
 	out := gwv1.HTTPRouteMatch{Method: m.Method}
 	path := gwv1.HTTPPathMatch{Type: ptr(gwv1.PathMatchPathPrefix), Value: ptr("/")}
 	if m.Path != nil {
@@ -201,4 +218,8 @@ func resolvedRefsCondition(rules []ruleResult, gen int64) metav1.Condition {
 		return condition(string(gwv1.RouteConditionResolvedRefs), true, string(gwv1.RouteReasonResolvedRefs), "", gen)
 	}
 	return condition(string(gwv1.RouteConditionResolvedRefs), false, string(reason), joinMessages(msgs), gen)
+}
+
+func joinMessages(msgs []string) string {
+	return strings.Join(msgs, "; ")
 }

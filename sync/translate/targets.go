@@ -26,7 +26,7 @@ var thisNetwork = netip.MustParsePrefix("0.0.0.0/8") // "this host" on Linux
 
 // forbiddenTarget says why Kong must never connect to addr on behalf of a
 // route in fromNamespace, or "" when it may.
-func (t *translation) forbiddenTarget(addr netip.Addr, fromNamespace string, fromKind gwv1.Kind) string {
+func (t *translator) forbiddenTarget(addr netip.Addr, fromNamespace string, fromKind gwv1.Kind) string {
 	addr = addr.Unmap()
 	switch {
 	case addr.IsLoopback():
@@ -55,7 +55,7 @@ func (t *translation) forbiddenTarget(addr netip.Addr, fromNamespace string, fro
 
 // kongPodAddress tells whether addr belongs to this Kong Pod or a peer:
 // their status and metrics ports listen on the Pod IP.
-func (t *translation) kongPodAddress(addr netip.Addr) bool {
+func (t *translator) kongPodAddress(addr netip.Addr) bool {
 	if t.kongPods == nil {
 		t.kongPods = map[netip.Addr]bool{}
 		for _, ip := range kongPodIPs(t.snap) {
@@ -87,7 +87,7 @@ func kongPodIPs(s *snapshot.Snapshot) []string {
 // serviceWithClusterIP finds the Service that owns a ClusterIP. The API
 // server allocates ClusterIPs, so unlike an EndpointSlice's addresses they
 // cannot be claimed by another namespace. The index is built on first use.
-func (t *translation) serviceWithClusterIP(addr netip.Addr) *corev1.Service {
+func (t *translator) serviceWithClusterIP(addr netip.Addr) *corev1.Service {
 	if t.clusterIPs == nil {
 		t.clusterIPs = map[netip.Addr]*corev1.Service{}
 		add := func(ip string, svc *corev1.Service) {

@@ -18,7 +18,7 @@ import (
 
 // listenerCertificates resolves an HTTPS listener's certificateRefs into
 // the Secrets Kong will serve, or explains on ResolvedRefs why it cannot.
-func (t *translation) listenerCertificates(l *listener) ([]*corev1.Secret, *metav1.Condition) {
+func (t *translator) listenerCertificates(l *listener) ([]*corev1.Secret, *metav1.Condition) {
 	gen, spec, owner := l.generation, l.spec, gwv1.Kind(kindGateway)
 	if l.set != nil {
 		owner = kindListenerSet
@@ -104,9 +104,9 @@ func secretProblem(key types.NamespacedName, p snapshot.SecretProblem) (gwv1.Lis
 func SecretRefs(s *snapshot.Snapshot) []types.NamespacedName {
 	listenersOnly := *s
 	listenersOnly.HTTPRoutes, listenersOnly.GRPCRoutes, listenersOnly.TLSRoutes, listenersOnly.TCPRoutes, listenersOnly.UDPRoutes = nil, nil, nil, nil, nil
-	t := newTranslation(&listenersOnly, nil)
+	t := newTranslator(&listenersOnly, nil)
 	t.secretRefs = map[types.NamespacedName]bool{}
-	t.gateways()
+	t.buildGateways()
 	return slices.SortedFunc(maps.Keys(t.secretRefs), func(a, b types.NamespacedName) int {
 		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
 	})
@@ -115,10 +115,10 @@ func SecretRefs(s *snapshot.Snapshot) []types.NamespacedName {
 // certificates builds Kong's certificates with the server names of the
 // listeners that use them. An HTTPS listener without a hostname serves
 // every name ("*"). A name is served by the first listener that claims it.
-func (t *translation) certificates() []*declarative.Certificate {
+func certificates(gws []*gateway) []*declarative.Certificate {
 	bySecret := map[types.NamespacedName]*declarative.Certificate{}
 	claimed := map[string]bool{}
-	for _, g := range t.gws {
+	for _, g := range gws {
 		for _, l := range g.all() {
 			if !l.usable() || len(l.secrets) == 0 {
 				continue

@@ -37,31 +37,6 @@ type Result struct {
 	Status Status
 }
 
-// Owner is the object behind a Kong entity: the one its tags name, or for
-// an untagged route or target, the one its service's or upstream's tags
-// name. It searches the config, which is fine for the rare refusal and
-// costs nothing otherwise.
-func (r Result) Owner(id, name string, tags []string) (ObjectRef, bool) {
-	if ref, ok := RefFromTags(tags); ok {
-		return ref, true
-	}
-	for _, s := range r.Config.Services {
-		for _, route := range s.Routes {
-			if route.Name == name {
-				return RefFromTags(s.Tags)
-			}
-		}
-	}
-	for _, u := range r.Config.Upstreams {
-		for _, target := range u.Targets {
-			if target.ID == id {
-				return RefFromTags(u.Tags)
-			}
-		}
-	}
-	return ObjectRef{}, false
-}
-
 // Status holds the desired statuses, without timestamps: the status writer
 // keeps lastTransitionTime where a condition did not change.
 type Status struct {
@@ -84,52 +59,15 @@ const MarkerUpstream = "marker.konglet.invalid"
 // Translate computes the Kong config and statuses for a snapshot. Objects
 // listed in refused are left out of the config and reported as refused.
 func Translate(s *snapshot.Snapshot, refused Refusals) Result {
-	return newTranslation(s, refused).run()
+	return newTranslator(s, refused).run(nil)
 }
 
-func newTranslation(s *snapshot.Snapshot, refused Refusals) *translation {
-	return &translation{
-		snap:    s,
-		refused: refused,
-		status: Status{
-			GatewayClasses: map[string]gwv1.GatewayClassStatus{},
-			Gateways:       map[types.NamespacedName]gwv1.GatewayStatus{},
-			ListenerSets:   map[types.NamespacedName]gwv1.ListenerSetStatus{},
-			Routes:         make(map[ObjectRef][]gwv1.RouteParentStatus, len(s.HTTPRoutes)+len(s.GRPCRoutes)+len(s.TLSRoutes)+len(s.TCPRoutes)+len(s.UDPRoutes)),
-		},
-		upstreams:     map[string]*declarative.Upstream{},
-		listenerHosts: map[gwv1.PortNumber][]string{},
-		listenerPorts: map[string]map[gwv1.PortNumber]bool{},
-	}
-}
-
-func (t *translation) run() Result {
-	t.gatewayClasses()
-	t.gateways()
-	t.routes()
-	return Result{Config: t.config(), Status: t.status}
-}
-
-type translation struct {
+// translator is what every phase of a translation reads: the snapshot and
+// the refusals, which it never writes, and indexes of the snapshot built on
+// first use. The phases pass their results to each other as values.
+type translator struct {
 	snap    *snapshot.Snapshot
 	refused Refusals
-	status  Status
-	gws     []*gateway
-	// kongRoutes are collected first and ordered at the end, because
-	// priorities depend on every route that shares a precedence class.
-	kongRoutes []*kongRoute
-	services   []*declarative.Service
-	upstreams  map[string]*declarative.Upstream
-	// listenerHosts are the hostnames of the usable listeners of each port.
-	listenerHosts map[gwv1.PortNumber][]string
-	// listenerPorts are the ports of the usable listeners of each Kong
-	// protocol (http, https, tcp...).
-	listenerPorts map[string]map[gwv1.PortNumber]bool
-	// With a Memo: the previous translation's routes, this one's, the
-	// route being recorded, and every listener in a fixed order.
-	memo, nextMemo map[*metav1.ObjectMeta]*routeMemo
-	recording      *recorder
-	listeners      []*listener
 	// clusterIPs index the Services by ClusterIP (built on first use).
 	clusterIPs map[netip.Addr]*corev1.Service
 	// kongPods are the IPs of this Kong Pod and its peers (built on first use).
@@ -138,23 +76,47 @@ type translation struct {
 	secretRefs map[types.NamespacedName]bool
 }
 
-func (t *translation) config() *declarative.Config {
-	t.assignPriorities()
+func newTranslator(s *snapshot.Snapshot, refused Refusals) *translator {
+	return &translator{snap: s, refused: refused}
+}
+
+// run lists the phases of a translation; kept carries route outputs from
+// one translation to the next (nil without a Memo).
+func (t *translator) run(kept *keptRoutes) Result {
+	classes := t.gatewayClassStatuses()
+	gateways := t.buildGateways()
+	ports := listenerPortsOf(gateways)
+	routes := t.translateRoutes(rankedRoutes(t.snap), gateways, ports, kept)
+	gatewayStatuses, listenerSetStatuses := t.finishGateways(gateways, routes.attached)
+	cfg := t.assemble(routes, gateways)
+	return Result{Config: cfg, Status: Status{
+		GatewayClasses: classes,
+		Gateways:       gatewayStatuses,
+		ListenerSets:   listenerSetStatuses,
+		Routes:         routes.statuses,
+	}}
+}
+
+// assemble builds Kong's configuration from the routes' entities and the
+// listeners' certificates.
+func (t *translator) assemble(routes mergedRoutes, gateways []*gateway) *declarative.Config {
+	// Priorities depend on every route that shares a precedence class.
+	t.assignPriorities(routes.kongRoutes)
 	cfg := &declarative.Config{FormatVersion: declarative.FormatVersion}
-	slices.SortFunc(t.services, func(a, b *declarative.Service) int { return cmp.Compare(a.Name, b.Name) })
-	for _, svc := range t.services {
+	slices.SortFunc(routes.services, func(a, b *declarative.Service) int { return cmp.Compare(a.Name, b.Name) })
+	for _, svc := range routes.services {
 		slices.SortFunc(svc.Routes, func(a, b *declarative.Route) int { return cmp.Compare(a.Name, b.Name) })
 		if len(svc.Routes) > 0 {
 			cfg.Services = append(cfg.Services, svc)
 		}
 	}
-	cfg.Upstreams = append(make([]*declarative.Upstream, 0, len(t.upstreams)+1), &declarative.Upstream{Name: MarkerUpstream})
-	for _, u := range t.upstreams {
+	cfg.Upstreams = append(make([]*declarative.Upstream, 0, len(routes.upstreams)+1), &declarative.Upstream{Name: MarkerUpstream})
+	for _, u := range routes.upstreams {
 		cfg.Upstreams = append(cfg.Upstreams, u)
 	}
 	slices.SortFunc(cfg.Upstreams, func(a, b *declarative.Upstream) int { return cmp.Compare(a.Name, b.Name) })
-	cfg.Certificates = t.certificates()
-	cfg.Plugins = t.globalPlugins()
+	cfg.Certificates = certificates(gateways)
+	cfg.Plugins = t.globalPlugins(routes.kongRoutes)
 	return cfg
 }
 
@@ -166,3 +128,5 @@ func condition(typ string, ok bool, reason, message string, generation int64) me
 	}
 	return metav1.Condition{Type: typ, Status: status, Reason: reason, Message: message, ObservedGeneration: generation}
 }
+
+func ptr[T any](v T) *T { return &v }

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -15,17 +14,14 @@ import (
 	"github.com/konglet/konglet/sync/snapshot"
 )
 
-const (
-	kindHTTPRoute = "HTTPRoute"
-	kindGateway   = "Gateway"
-	kindService   = "Service"
-)
-
 type gateway struct {
 	obj       *gwv1.Gateway
 	key       types.NamespacedName
 	listeners []*listener
 	sets      []*listenerSet
+	// notAllowed are the ListenerSets that point at the Gateway from a
+	// namespace it does not allow.
+	notAllowed []*gwv1.ListenerSet
 }
 
 // all lists the Gateway's own listeners and those of its ListenerSets.
@@ -57,11 +53,10 @@ type listener struct {
 	// Kong's net.dst.port says for connections through it.
 	listen  snapshot.Listen
 	dstPort int
-	// attached counts the routes attached; lastAttached is the latest, so
-	// that a route naming the listener through two parentRefs counts once
-	// (a route's parentRefs are attached one after the other).
-	attached     int
-	lastAttached *metav1.ObjectMeta
+	// index is the listener's place among all listeners of the bound
+	// Gateways: routes name the listeners they attach to by it, which holds
+	// from one translation to the next while the Gateways are the same.
+	index int
 	// asksClientCerts marks an HTTPS listener refused because the Gateway
 	// asks client certificates on its port.
 	asksClientCerts bool
@@ -81,27 +76,16 @@ func (l *listener) usable() bool {
 		(l.resolvedRefs.Status == metav1.ConditionTrue || l.resolvedRefs.Reason == string(gwv1.ListenerReasonInvalidRouteKinds))
 }
 
-func (t *translation) ours(className gwv1.ObjectName) bool {
+func (t *translator) ours(className gwv1.ObjectName) bool {
 	class := t.snap.GatewayClasses[string(className)]
 	return class != nil && string(class.Spec.ControllerName) == t.snap.ControllerName
 }
 
-func (t *translation) gatewayClasses() {
-	for name, class := range t.snap.GatewayClasses {
-		if string(class.Spec.ControllerName) != t.snap.ControllerName {
-			continue
-		}
-		t.status.GatewayClasses[name] = gwv1.GatewayClassStatus{
-			Conditions: []metav1.Condition{condition(string(gwv1.GatewayClassConditionStatusAccepted), true,
-				string(gwv1.GatewayClassReasonAccepted), "Handled by konglet", class.Generation)},
-			SupportedFeatures: supportedFeatures(t.snap.Kong),
-		}
-	}
-}
-
-// gateways validates the listeners of every bound Gateway of our class.
-// Their statuses are written by finishGateways, once routes are counted.
-func (t *translation) gateways() {
+// buildGateways checks the listeners of every bound Gateway of our class
+// and of its ListenerSets, and marks those that conflict. Their statuses
+// wait until routes are counted (finishGateways).
+func (t *translator) buildGateways() []*gateway {
+	var gws []*gateway
 	byPort := map[gwv1.PortNumber][]*listener{}
 	for _, obj := range t.snap.Gateways {
 		if !t.ours(obj.Spec.GatewayClassName) {
@@ -115,28 +99,18 @@ func (t *translation) gateways() {
 		for _, l := range g.all() {
 			byPort[l.spec.Port] = append(byPort[l.spec.Port], l)
 		}
-		t.gws = append(t.gws, g)
+		gws = append(gws, g)
 	}
-	for port, ls := range byPort {
+	for _, ls := range byPort {
 		markConflicts(ls)
-		for _, l := range ls {
-			if l.usable() {
-				t.listenerHosts[port] = append(t.listenerHosts[port], hostnameOf(l.spec.Hostname))
-			}
-			// A port that asks client certificates still counts among the
-			// protocol's ports, so that the other listeners' routes match
-			// their own ports, not connections to it.
-			if l.usable() || l.asksClientCerts {
-				if t.listenerPorts[l.kongProtocol] == nil {
-					t.listenerPorts[l.kongProtocol] = map[gwv1.PortNumber]bool{}
-				}
-				t.listenerPorts[l.kongProtocol][port] = true
-			}
-		}
 	}
+	for i, l := range allListeners(gws) {
+		l.index = i
+	}
+	return gws
 }
 
-func (t *translation) checkListener(g *gateway, set *listenerSet, spec gwv1.Listener) *listener {
+func (t *translator) checkListener(g *gateway, set *listenerSet, spec gwv1.Listener) *listener {
 	gen, ns := g.obj.Generation, g.key.Namespace
 	if set != nil {
 		gen, ns = set.obj.Generation, set.obj.Namespace
@@ -231,93 +205,6 @@ func frontendValidation(gw *gwv1.Gateway, port gwv1.PortNumber) *gwv1.FrontendTL
 	return gw.Spec.TLS.Frontend.Default.Validation
 }
 
-// kongListen follows a listener port (a port of the publish Service) to the
-// Kong listen that serves it (DESIGN decision 2): a proxy listen for HTTP,
-// a stream listen for TCP, UDP and TLS.
-func (t *translation) kongListen(port gwv1.PortNumber, stream, udp bool) (snapshot.Listen, error) {
-	protocol := corev1.ProtocolTCP
-	if udp {
-		protocol = corev1.ProtocolUDP
-	}
-	listens, kind := t.snap.Kong.ProxyListens, "proxy"
-	if stream {
-		listens, kind = t.snap.Kong.StreamListens, "stream"
-	}
-	kongPort, err := t.targetPort(port, protocol)
-	if err != nil {
-		return snapshot.Listen{}, err
-	}
-	for _, listen := range listens {
-		if listen.Port == kongPort {
-			return listen, nil
-		}
-	}
-	ports := make([]string, 0, len(listens))
-	for _, listen := range listens {
-		ports = append(ports, strconv.Itoa(listen.Port))
-	}
-	return snapshot.Listen{}, fmt.Errorf("port %d leads to port %d, where Kong has no %s listen (Kong %s listens: %s)",
-		port, kongPort, kind, kind, strings.Join(ports, ", "))
-}
-
-// streamDstPort is what Kong's net.dst.port is for a stream connection on
-// a listen: the host port port_maps maps it from, else the listen port.
-// Kong routes a TLS connection twice, on its ssl listen (mapped port) and
-// again after terminating or passing it (the listen port): when the two
-// differ no port can match both, and 0 says "do not match on the port".
-func (t *translation) streamDstPort(listenPort int, tls bool) int {
-	for host, container := range t.snap.Kong.PortMaps {
-		if container == listenPort {
-			if tls && host != listenPort {
-				return 0
-			}
-			return host
-		}
-	}
-	return listenPort
-}
-
-func (t *translation) targetPort(port gwv1.PortNumber, protocol corev1.Protocol) (int, error) {
-	svc := t.snap.PublishService
-	if svc == nil {
-		if mapped, ok := t.snap.Kong.PortMaps[int(port)]; ok {
-			return mapped, nil
-		}
-		return int(port), nil
-	}
-	for _, sp := range svc.Spec.Ports {
-		if sp.Port != int32(port) || (sp.Protocol != protocol && (sp.Protocol != "" || protocol != corev1.ProtocolTCP)) {
-			continue
-		}
-		if sp.TargetPort.IntValue() > 0 {
-			return sp.TargetPort.IntValue(), nil
-		}
-		if sp.TargetPort.String() == "" || sp.TargetPort.String() == "0" {
-			return int(sp.Port), nil
-		}
-		if p, ok := t.namedContainerPort(sp.TargetPort.String()); ok {
-			return p, nil
-		}
-		return 0, fmt.Errorf("Service %s/%s port %d targets the named port %q, which this Pod does not declare",
-			svc.Namespace, svc.Name, port, sp.TargetPort.String())
-	}
-	return 0, fmt.Errorf("Service %s/%s has no %s port %d", svc.Namespace, svc.Name, protocol, port)
-}
-
-func (t *translation) namedContainerPort(name string) (int, bool) {
-	if t.snap.Pod == nil {
-		return 0, false
-	}
-	for _, c := range t.snap.Pod.Spec.Containers {
-		for _, p := range c.Ports {
-			if p.Name == name {
-				return int(p.ContainerPort), true
-			}
-		}
-	}
-	return 0, false
-}
-
 // supportedKinds intersects the listener's allowed kinds with what konglet
 // serves on its protocol.
 func supportedKinds(spec gwv1.Listener, gen int64) ([]gwv1.RouteGroupKind, metav1.Condition) {
@@ -399,126 +286,11 @@ func (l *listener) describe() string {
 	return fmt.Sprintf("listener %q of Gateway %s", l.spec.Name, l.gw.key)
 }
 
-func hostnameOf(h *gwv1.Hostname) string {
-	if h == nil {
-		return ""
-	}
-	return string(*h)
-}
-
-func ptr[T any](v T) *T { return &v }
-
-// finishGateways writes every Gateway's status once routes are attached.
-func (t *translation) finishGateways() {
-	for _, g := range t.gws {
-		gen := g.obj.Generation
-		st := gwv1.GatewayStatus{Addresses: t.gatewayAddresses()}
-		valid := 0
-		for _, l := range g.listeners {
-			if l.usable() {
-				valid++
-			}
-			st.Listeners = append(st.Listeners, l.status())
-		}
-		if g.obj.Spec.AllowedListeners != nil {
-			st.AttachedListenerSets = ptr(int32(t.finishListenerSets(g)))
-		}
-		accepted := condition(string(gwv1.GatewayConditionAccepted), true, string(gwv1.GatewayReasonAccepted), t.routerNote(g), gen)
-		programmed := condition(string(gwv1.GatewayConditionProgrammed), true, string(gwv1.GatewayReasonProgrammed), "", gen)
-		switch {
-		case valid == 0:
-			accepted = condition(string(gwv1.GatewayConditionAccepted), false, string(gwv1.GatewayReasonListenersNotValid), "no listener is valid", gen)
-			programmed = condition(string(gwv1.GatewayConditionProgrammed), false, string(gwv1.GatewayReasonInvalid), "no listener is valid", gen)
-		case valid < len(g.listeners):
-			accepted = condition(string(gwv1.GatewayConditionAccepted), true, string(gwv1.GatewayReasonListenersNotValid),
-				fmt.Sprintf("%d of %d listeners are valid", valid, len(g.listeners)), gen)
-		}
-		if valid > 0 && len(st.Addresses) == 0 {
-			programmed = condition(string(gwv1.GatewayConditionProgrammed), false, string(gwv1.GatewayReasonAddressNotAssigned),
-				"the publish Service has no address yet", gen)
-		}
-		st.Conditions = []metav1.Condition{accepted, programmed}
-		t.status.Gateways[g.key] = st
-	}
-}
-
-// status is the listener's status (a ListenerStatus; a ListenerSet entry
-// has the same fields).
-func (l *listener) status() gwv1.ListenerStatus {
-	programmed := condition(string(gwv1.ListenerConditionProgrammed), true, string(gwv1.ListenerReasonProgrammed), "", l.generation)
-	if !l.usable() {
-		programmed = condition(string(gwv1.ListenerConditionProgrammed), false, string(gwv1.ListenerReasonInvalid),
-			"the listener is not accepted, conflicts with another, or has unresolved references", l.generation)
-	}
-	return gwv1.ListenerStatus{
-		Name:           l.spec.Name,
-		SupportedKinds: l.kinds,
-		AttachedRoutes: int32(l.attached),
-		Conditions:     []metav1.Condition{l.accepted, l.conflicted, l.resolvedRefs, programmed},
-	}
-}
-
-// routerNote says, on the Gateway, what Kong's router flavor cannot do, and
-// where listeners could be isolated, whether Kong lets konglet do it.
-func (t *translation) routerNote(g *gateway) string {
-	if t.snap.Kong.RouterFlavor != snapshot.RouterExpressions {
-		return fmt.Sprintf("Kong's router_flavor is %s: listeners are not isolated from each other, precedence between routes is approximate and query parameter matches are refused; set router_flavor=expressions for full Gateway API semantics",
-			t.snap.Kong.RouterFlavor)
-	}
-	if t.hostsNormalized() || httpListeners(g) < 2 {
-		return ""
-	}
-	return "listeners are not isolated from each other: Kong's router takes the port from the Host header and keeps a trailing dot, and konglet's pre-function plugin that removes both cannot run (pre-function is not enabled, or untrusted_lua is off); enable pre-function with untrusted_lua=sandbox"
-}
-
-// httpListeners counts the Gateway's usable HTTP and HTTPS listeners.
-func httpListeners(g *gateway) int {
-	n := 0
-	for _, l := range g.all() {
-		if l.usable() && (l.kongProtocol == "http" || l.kongProtocol == "https") {
-			n++
-		}
-	}
-	return n
-}
-
-// addresses are the publish Service's (DESIGN decision 5).
-func (t *translation) gatewayAddresses() []gwv1.GatewayStatusAddress {
-	svc := t.snap.PublishService
-	if svc == nil {
-		return nil
-	}
-	var out []gwv1.GatewayStatusAddress
-	add := func(v string) {
-		typ := gwv1.IPAddressType
-		if !isIP(v) {
-			typ = gwv1.HostnameAddressType
-		}
-		out = append(out, gwv1.GatewayStatusAddress{Type: ptr(typ), Value: v})
-	}
-	for _, in := range svc.Status.LoadBalancer.Ingress {
-		switch {
-		case in.IP != "":
-			add(in.IP)
-		case in.Hostname != "":
-			add(in.Hostname)
-		}
-	}
-	if len(out) == 0 {
-		for _, ip := range svc.Spec.ExternalIPs {
-			add(ip)
-		}
-	}
-	if len(out) == 0 {
-		ips := svc.Spec.ClusterIPs
-		if len(ips) == 0 && svc.Spec.ClusterIP != "" {
-			ips = []string{svc.Spec.ClusterIP}
-		}
-		for _, ip := range ips {
-			if ip != corev1.ClusterIPNone {
-				add(ip)
-			}
-		}
+// allListeners lists every listener of the Gateways, in a fixed order.
+func allListeners(gws []*gateway) []*listener {
+	var out []*listener
+	for _, g := range gws {
+		out = append(out, g.all()...)
 	}
 	return out
 }

@@ -1,0 +1,176 @@
+package translate
+
+import (
+	"fmt"
+	"slices"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+)
+
+// attachment is where one route is served: hostname ("" for any) to the
+// listener ports, with the most specific listener that serves it there.
+type attachment map[string]map[gwv1.PortNumber]servedBy
+
+// servedBy is the listener through which a route serves a hostname on a port.
+type servedBy struct {
+	protocol     string // Kong's route protocol
+	listenerHost string // the listener's hostname, "" for any
+	dstPort      int    // what Kong's net.dst.port says for this listener
+	listener     *listener
+}
+
+// parentListeners returns the listeners a parentRef can attach to: a bound
+// Gateway's own, or those of an accepted ListenerSet of a bound Gateway;
+// ok is false when the ref is not for this konglet.
+func parentListeners(gws []*gateway, routeNamespace string, ref gwv1.ParentReference) (ls []*listener, ok bool) {
+	if ref.Group != nil && *ref.Group != gwv1.GroupName {
+		return nil, false
+	}
+	ns := routeNamespace
+	if ref.Namespace != nil {
+		ns = string(*ref.Namespace)
+	}
+	kind := gwv1.Kind(kindGateway)
+	if ref.Kind != nil {
+		kind = *ref.Kind
+	}
+	for _, g := range gws {
+		switch kind {
+		case kindGateway:
+			if g.key.Namespace == ns && g.key.Name == string(ref.Name) {
+				return g.listeners, true
+			}
+		case kindListenerSet:
+			for _, s := range g.sets {
+				if s.obj.Namespace == ns && s.obj.Name == string(ref.Name) {
+					return s.listeners, true
+				}
+			}
+		}
+	}
+	return nil, false
+}
+
+func sameParentRef(a, b gwv1.ParentReference) bool {
+	str := func(p *gwv1.SectionName) string {
+		if p == nil {
+			return ""
+		}
+		return string(*p)
+	}
+	port := func(p *gwv1.PortNumber) gwv1.PortNumber {
+		if p == nil {
+			return 0
+		}
+		return *p
+	}
+	ns := func(p *gwv1.Namespace) string {
+		if p == nil {
+			return ""
+		}
+		return string(*p)
+	}
+	return a.Name == b.Name && ns(a.Namespace) == ns(b.Namespace) && str(a.SectionName) == str(b.SectionName) && port(a.Port) == port(b.Port)
+}
+
+// attach finds the listeners that accept the route through ref and records
+// where they serve it. It returns attachedTo with their indexes added, each
+// once (a route that names a listener through two parentRefs counts once
+// in its attachedRoutes), and the reason when none accepts it.
+// attachedBefore counts the routes of lower rank on each listener.
+func (t *translator) attach(r route, listeners []*listener, ref gwv1.ParentReference, where attachment, attachedTo, attachedBefore []int) (_ []int, reason, message string) {
+	var candidates []*listener
+	for _, l := range listeners {
+		if ref.SectionName != nil && l.spec.Name != *ref.SectionName {
+			continue
+		}
+		if ref.Port != nil && l.spec.Port != *ref.Port {
+			continue
+		}
+		candidates = append(candidates, l)
+	}
+	if len(candidates) == 0 {
+		return attachedTo, string(gwv1.RouteReasonNoMatchingParent), "the parent has no listener that matches the parentRef's sectionName and port"
+	}
+	reason, message = string(gwv1.RouteReasonNoMatchingParent), "no matching listener is valid"
+	attached := false
+	for _, l := range candidates {
+		if !l.attachable() {
+			continue
+		}
+		if !kindAllowed(l, r.kind) || !t.namespaceAllowed(l, r.meta.Namespace) {
+			if !attached && reason != string(gwv1.RouteReasonNoMatchingListenerHostname) {
+				reason, message = string(gwv1.RouteReasonNotAllowedByListeners), fmt.Sprintf("listener %q does not allow this route", l.spec.Name)
+			}
+			continue
+		}
+		hosts, ok := intersectHostnames(l.spec.Hostname, r.hostnames)
+		if !ok {
+			reason, message = string(gwv1.RouteReasonNoMatchingListenerHostname), fmt.Sprintf("no hostname of the route matches listener %q", l.spec.Name)
+			continue
+		}
+		if (r.kind == kindTCPRoute || r.kind == kindUDPRoute) && attachedBefore[l.index] > 0 {
+			// One TCP or UDP listener forwards to one route: the oldest.
+			reason, message = string(gwv1.RouteReasonNotAllowedByListeners),
+				fmt.Sprintf("listener %q already forwards to an older %s; Kong cannot tell their connections apart", l.spec.Name, r.kind)
+			continue
+		}
+		if r.grpc() && l.kongProtocol == "http" && !l.listen.HTTP2 {
+			reason, message = string(gwv1.RouteReasonUnsupportedValue),
+				fmt.Sprintf("gRPC without TLS needs HTTP/2 on Kong's listen %d: add http2 to that proxy_listen", l.listen.Port)
+			continue
+		}
+		attached = true
+		if !slices.Contains(attachedTo, l.index) {
+			attachedTo = append(attachedTo, l.index)
+		}
+		if !l.usable() {
+			continue // attached, but Kong cannot serve the listener
+		}
+		lh := hostnameOf(l.spec.Hostname)
+		for _, h := range hosts {
+			if where[h] == nil {
+				where[h] = map[gwv1.PortNumber]servedBy{}
+			}
+			// Through two listeners on one port, the more specific one counts.
+			if prev, ok := where[h][l.spec.Port]; !ok || hostSpecificity(lh) > hostSpecificity(prev.listenerHost) {
+				where[h][l.spec.Port] = servedBy{r.kongProtocol(l.kongProtocol), lh, l.dstPort, l}
+			}
+		}
+	}
+	if attached {
+		return attachedTo, "", ""
+	}
+	return attachedTo, reason, message
+}
+
+func kindAllowed(l *listener, kind gwv1.Kind) bool {
+	return slices.ContainsFunc(l.kinds, func(k gwv1.RouteGroupKind) bool { return k.Kind == kind })
+}
+
+func (t *translator) namespaceAllowed(l *listener, ns string) bool {
+	from := gwv1.NamespacesFromSame
+	var selector *metav1.LabelSelector
+	if l.spec.AllowedRoutes != nil && l.spec.AllowedRoutes.Namespaces != nil {
+		if l.spec.AllowedRoutes.Namespaces.From != nil {
+			from = *l.spec.AllowedRoutes.Namespaces.From
+		}
+		selector = l.spec.AllowedRoutes.Namespaces.Selector
+	}
+	switch from {
+	case gwv1.NamespacesFromAll:
+		return true
+	case gwv1.NamespacesFromSame:
+		return ns == l.namespace
+	case gwv1.NamespacesFromSelector:
+		namespace := t.snap.Namespaces[ns]
+		if selector == nil || namespace == nil {
+			return false
+		}
+		sel, err := metav1.LabelSelectorAsSelector(selector)
+		return err == nil && sel.Matches(labels.Set(namespace.Labels))
+	}
+	return false
+}

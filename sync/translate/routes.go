@@ -1,0 +1,190 @@
+package translate
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/konglet/konglet/proxy/declarative"
+	"github.com/konglet/konglet/sync/snapshot"
+)
+
+// rankedRoutes lists the routes of every kind in the Gateway API's
+// tie-break order between routes: oldest first, then by namespace/name. A
+// route's index in it is its rank.
+func rankedRoutes(s *snapshot.Snapshot) []route {
+	routes := routesOf(s)
+	slices.SortFunc(routes, func(a, b route) int {
+		return cmp.Or(a.meta.CreationTimestamp.Compare(b.meta.CreationTimestamp.Time),
+			cmp.Compare(a.meta.Namespace, b.meta.Namespace), cmp.Compare(a.meta.Name, b.meta.Name), cmp.Compare(a.kind, b.kind))
+	})
+	return routes
+}
+
+// routesOf lists the routes of every kind, as the translation sees them.
+func routesOf(s *snapshot.Snapshot) []route {
+	routes := make([]route, 0, len(s.HTTPRoutes)+len(s.GRPCRoutes)+len(s.TLSRoutes)+len(s.TCPRoutes)+len(s.UDPRoutes))
+	for _, r := range s.HTTPRoutes {
+		routes = append(routes, fromHTTPRoute(r))
+	}
+	for _, r := range s.GRPCRoutes {
+		routes = append(routes, fromGRPCRoute(r))
+	}
+	for _, r := range s.TLSRoutes {
+		routes = append(routes, fromTLSRoute(r))
+	}
+	for _, r := range s.TCPRoutes {
+		routes = append(routes, fromTCPRoute(r))
+	}
+	for _, r := range s.UDPRoutes {
+		routes = append(routes, fromUDPRoute(r))
+	}
+	return routes
+}
+
+// routeOutput is what the translation of one route produces, and what it
+// read beyond the inputs every route shares: a Memo keeps it, and while the
+// route and what it read stay the same, the next translation merges it
+// again instead of translating the route.
+type routeOutput struct {
+	// parents are the route's status entries; none for a route of no bound
+	// Gateway.
+	parents []gwv1.RouteParentStatus
+	// listeners are the indexes of the listeners it is attached to.
+	listeners  []int
+	services   []*declarative.Service
+	kongRoutes []*kongRoute
+	// upstreams are those of its services, each once.
+	upstreams []*declarative.Upstream
+	// backends are the Services its backendRefs looked up.
+	backends []backendInput
+}
+
+// mergedRoutes are the outputs of the routes, merged in rank order.
+type mergedRoutes struct {
+	statuses map[ObjectRef][]gwv1.RouteParentStatus
+	// attached counts the routes attached to each listener (by index).
+	attached   []int
+	services   []*declarative.Service
+	kongRoutes []*kongRoute
+	// upstreams are shared by rules with the same backends, in any route:
+	// the first route's is kept.
+	upstreams map[string]*declarative.Upstream
+}
+
+// translateRoutes translates the routes in rank order and merges their
+// outputs; with kept (a Memo's), an unchanged route's previous output is
+// merged instead.
+func (t *translator) translateRoutes(routes []route, gws []*gateway, ports listenerPorts, kept *keptRoutes) mergedRoutes {
+	merged := mergedRoutes{
+		statuses:  make(map[ObjectRef][]gwv1.RouteParentStatus, len(routes)),
+		attached:  make([]int, len(allListeners(gws))),
+		upstreams: map[string]*declarative.Upstream{},
+	}
+	for rank, r := range routes {
+		out := kept.reusable(r, t.snap)
+		if out == nil {
+			out = t.translateRoute(r, gws, ports, merged.attached)
+		}
+		merged.add(r, rank, out)
+		kept.keep(r, out)
+	}
+	return merged
+}
+
+// add merges one route's output: the route's rank, which depends on the
+// other routes, is applied here, to a new output and a kept one alike.
+func (m *mergedRoutes) add(r route, rank int, out *routeOutput) {
+	if len(out.parents) > 0 {
+		m.statuses[r.key()] = out.parents
+	}
+	for _, i := range out.listeners {
+		m.attached[i]++
+	}
+	m.services = append(m.services, out.services...)
+	for _, kr := range out.kongRoutes {
+		kr.order.route = rank
+	}
+	m.kongRoutes = append(m.kongRoutes, out.kongRoutes...)
+	for _, u := range out.upstreams {
+		if _, ok := m.upstreams[u.Name]; !ok {
+			m.upstreams[u.Name] = u
+		}
+	}
+}
+
+// translateRoute translates one route on the bound Gateways; attachedBefore
+// counts the routes of lower rank attached to each listener.
+func (t *translator) translateRoute(r route, gws []*gateway, ports listenerPorts, attachedBefore []int) *routeOutput {
+	out := &routeOutput{}
+	gen := r.meta.Generation
+	type verdict struct {
+		ref             gwv1.ParentReference
+		reason, message string
+	}
+	var verdicts []verdict
+	where := attachment{}
+	for _, ref := range r.parentRefs {
+		listeners, ours := parentListeners(gws, r.meta.Namespace, ref)
+		if !ours || slices.ContainsFunc(verdicts, func(v verdict) bool { return sameParentRef(v.ref, ref) }) {
+			continue
+		}
+		var reason, msg string
+		out.listeners, reason, msg = t.attach(r, listeners, ref, where, out.listeners, attachedBefore)
+		verdicts = append(verdicts, verdict{ref, reason, msg})
+	}
+	if verdicts == nil {
+		return out
+	}
+	rules, read := t.rules(r)
+	out.backends = read
+	checkRedirectHosts(rules, where)
+	refusal, refused := t.refused[r.key()]
+	servable := false
+	parents := make([]gwv1.RouteParentStatus, 0, len(verdicts))
+	for _, v := range verdicts {
+		reason, msg := v.reason, v.message
+		if reason == "" {
+			reason, msg = rulesVerdict(rules)
+		}
+		if reason == "" && refused {
+			reason, msg = string(gwv1.RouteReasonUnsupportedValue), refusal
+		}
+		st := gwv1.RouteParentStatus{ParentRef: v.ref, ControllerName: gwv1.GatewayController(t.snap.ControllerName)}
+		if reason == "" {
+			servable = true
+			st.Conditions = append(st.Conditions, condition(string(gwv1.RouteConditionAccepted), true, string(gwv1.RouteReasonAccepted), "", gen))
+		} else {
+			st.Conditions = append(st.Conditions, condition(string(gwv1.RouteConditionAccepted), false, reason, msg, gen))
+		}
+		st.Conditions = append(st.Conditions, resolvedRefsCondition(rules, gen))
+		if partial := partiallyInvalid(rules, gen); partial != nil && reason == "" {
+			st.Conditions = append(st.Conditions, *partial)
+		}
+		parents = append(parents, st)
+	}
+	out.parents = parents
+	if servable {
+		out.services, out.kongRoutes, out.upstreams = t.emit(r, rules, t.placements(where, ports))
+	}
+	return out
+}
+
+// checkRedirectHosts drops rules whose redirect has to keep the request's
+// hostname where the route serves a wildcard or any hostname: Kong's
+// redirect plugin has a fixed location.
+func checkRedirectHosts(rules []ruleResult, where attachment) {
+	for i := range rules {
+		if rules[i].dropped != "" || !rules[i].filters.redirectKeepsHost() {
+			continue
+		}
+		for h := range where {
+			if h == "" || isWildcard(h) {
+				rules[i].dropped = fmt.Sprintf("rule %d: filter RequestRedirect without a hostname needs exact route hostnames (Kong's redirect plugin has a fixed location)", rules[i].index)
+				break
+			}
+		}
+	}
+}

@@ -1,0 +1,65 @@
+package translate
+
+import (
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+)
+
+// objectTags point a Kong entity back at the Kubernetes object behind it.
+// The kind implies the group and version, and the uid adds nothing Kong's
+// errors need, so both are left out: tags are repeated on many entities and
+// count against Kong's body limit.
+func objectTags(kind string, meta metav1.ObjectMeta) []string {
+	return []string{
+		"k8s-name:" + meta.Name,
+		"k8s-namespace:" + meta.Namespace,
+		"k8s-kind:" + kind,
+	}
+}
+
+// RefFromTags reads back the object that objectTags named.
+func RefFromTags(tags []string) (ObjectRef, bool) {
+	var ref ObjectRef
+	for _, tag := range tags {
+		key, value, _ := strings.Cut(tag, ":")
+		switch key {
+		case "k8s-name":
+			ref.Name = value
+		case "k8s-namespace":
+			ref.Namespace = value
+		case "k8s-kind":
+			ref.Kind = value
+		}
+	}
+	if ref.Kind == kindHTTPRoute || ref.Kind == kindGRPCRoute {
+		ref.Group = gwv1.GroupName
+	}
+	return ref, ref.Kind != "" && ref.Name != ""
+}
+
+// Owner is the object behind a Kong entity: the one its tags name, or for
+// an untagged route or target, the one its service's or upstream's tags
+// name. It searches the config, which is fine for the rare refusal and
+// costs nothing otherwise.
+func (r Result) Owner(id, name string, tags []string) (ObjectRef, bool) {
+	if ref, ok := RefFromTags(tags); ok {
+		return ref, true
+	}
+	for _, s := range r.Config.Services {
+		for _, route := range s.Routes {
+			if route.Name == name {
+				return RefFromTags(s.Tags)
+			}
+		}
+	}
+	for _, u := range r.Config.Upstreams {
+		for _, target := range u.Targets {
+			if target.ID == id {
+				return RefFromTags(u.Tags)
+			}
+		}
+	}
+	return ObjectRef{}, false
+}
