@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -63,6 +64,10 @@ type Cache struct {
 	secrets     *secretWatchers
 	pods        corelisters.PodLister
 	hasPodScope bool
+	// backends are the Services the last snapshot's routes name (nil before
+	// the first): events of other Services and of their EndpointSlices
+	// cannot change anything konglet writes, and wake nothing.
+	backends atomic.Pointer[map[types.NamespacedName]bool]
 	// externalNames, when set, allows ExternalName backends and resolves
 	// the names routes use.
 	externalNames *ExternalNames
@@ -147,11 +152,36 @@ func (c *Cache) watch(informers ...cache.SharedIndexInformer) error {
 
 // events asks for a sync on every change that can matter.
 func (c *Cache) events() cache.ResourceEventHandler {
-	return cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { c.Trigger.Notify() },
-		UpdateFunc: c.onUpdate,
-		DeleteFunc: func(any) { c.Trigger.Notify() },
+	notify := func(obj any) {
+		if c.mayMatter(obj) {
+			c.Trigger.Notify()
+		}
 	}
+	return cache.ResourceEventHandlerFuncs{AddFunc: notify, UpdateFunc: c.onUpdate, DeleteFunc: notify}
+}
+
+// mayMatter tells whether a change of obj can change a translation or a
+// status. A Service (or EndpointSlice) matters when a route names it, or
+// when it is in konglet's own namespace (the publish Service and its
+// replicas); in a cluster of many teams most do not, and every replica
+// would otherwise sync on every rollout anywhere. A route that starts to
+// name a Service is itself a change, and its sync reads the Service from
+// the cache.
+func (c *Cache) mayMatter(obj any) bool {
+	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
+	var key types.NamespacedName
+	switch o := obj.(type) {
+	case *corev1.Service:
+		key = types.NamespacedName{Namespace: o.Namespace, Name: o.Name}
+	case *discoveryv1.EndpointSlice:
+		key = types.NamespacedName{Namespace: o.Namespace, Name: o.Labels[discoveryv1.LabelServiceName]}
+	default:
+		return true
+	}
+	backends := c.backends.Load()
+	return backends == nil || (*backends)[key] || key.Namespace == c.scope.PodNamespace || key == c.scope.PublishService
 }
 
 // onUpdate skips what cannot change the translation: resyncs, and status-only
@@ -167,6 +197,9 @@ func (c *Cache) onUpdate(oldObj, newObj any) {
 			labels.Equals(o.GetLabels(), n.GetLabels()) && o.GetDeletionTimestamp().Equal(n.GetDeletionTimestamp()) {
 			return
 		}
+	}
+	if !c.mayMatter(oldObj) && !c.mayMatter(newObj) {
+		return
 	}
 	if _, ok := newObj.(*corev1.Pod); ok {
 		// Every load updates this Pod's condition: that is for statuses.
@@ -313,6 +346,8 @@ func (c *Cache) Snapshot(controller string, kong snapshot.Kong, serviceUpstream 
 		}
 	}
 	s.PublishService = c.publishService(s)
+	backends := translate.BackendServices(s)
+	c.backends.Store(&backends)
 	if c.externalNames != nil {
 		s.AllowExternalName = true
 		s.ExternalNames = c.externalNames.Lookup(translate.ExternalNames(s))

@@ -7,11 +7,13 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	kubefake "k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/cache"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gwfake "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned/fake"
 
@@ -64,4 +66,50 @@ func TestSnapshotListsInAFixedOrder(t *testing.T) {
 	check("ReferenceGrants", grants, 8)
 	check("ListenerSets", sets, 8)
 	check("EndpointSlices", eps, 8)
+}
+
+// TestOnlyServicesRoutesNameWakeASync: once a snapshot has shown which
+// Services routes name, a change to another Service or its EndpointSlices
+// wakes nothing; one to a named Service, to konglet's own namespace or to a
+// route does.
+func TestOnlyServicesRoutesNameWakeASync(t *testing.T) {
+	route := &gwv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "r"}, Spec: gwv1.HTTPRouteSpec{Rules: []gwv1.HTTPRouteRule{{
+		BackendRefs: []gwv1.HTTPBackendRef{{BackendRef: gwv1.BackendRef{BackendObjectReference: gwv1.BackendObjectReference{Name: "web"}}}},
+	}}}}
+	c, err := New(kubefake.NewClientset(), gwfake.NewClientset(route), Scope{PodNamespace: "kong"}, NewTrigger(time.Millisecond, time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	slice := func(ns, service string) *discoveryv1.EndpointSlice {
+		return &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: service + "-1",
+			Labels: map[string]string{discoveryv1.LabelServiceName: service}}}
+	}
+	if !c.mayMatter(slice("app", "batch")) {
+		t.Fatal("before the first snapshot every change must count")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c.Start(ctx)
+	if !c.WaitForSync(ctx) {
+		t.Fatal("caches did not sync")
+	}
+	if _, err := c.Snapshot(snapshot.DefaultControllerName, snapshot.Kong{}, false); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		obj  any
+		want bool
+	}{
+		{slice("app", "web"), true},
+		{slice("app", "batch"), false},
+		{&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "batch"}}, false},
+		{cache.DeletedFinalStateUnknown{Obj: slice("other", "web")}, false},
+		{&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "web"}}, true},
+		{slice("kong", "kong-proxy"), true},
+		{route, true},
+	} {
+		if got := c.mayMatter(tc.obj); got != tc.want {
+			t.Errorf("mayMatter(%T %v) = %v, want %v", tc.obj, tc.obj, got, tc.want)
+		}
+	}
 }

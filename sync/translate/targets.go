@@ -110,6 +110,24 @@ func (t *translator) serviceWithClusterIP(addr netip.Addr) *corev1.Service {
 // resolves for the translation (snapshot.ExternalNames).
 func ExternalNames(s *snapshot.Snapshot) []string {
 	var names []string
+	for key := range BackendServices(s) {
+		svc := s.Services[key]
+		if svc == nil || svc.Spec.Type != corev1.ServiceTypeExternalName {
+			continue
+		}
+		if _, err := netip.ParseAddr(svc.Spec.ExternalName); err != nil {
+			names = append(names, svc.Spec.ExternalName)
+		}
+	}
+	slices.Sort(names)
+	return slices.Compact(names)
+}
+
+// BackendServices are the core Services that the backendRefs of routes of
+// every kind name (granted or not, existing or not): only changes to these,
+// and to their EndpointSlices, can change what routes translate to.
+func BackendServices(s *snapshot.Snapshot) map[types.NamespacedName]bool {
+	out := map[types.NamespacedName]bool{}
 	for _, r := range routesOf(s) {
 		for _, rule := range r.rules {
 			for _, b := range rule.backendRefs {
@@ -121,16 +139,9 @@ func ExternalNames(s *snapshot.Snapshot) []string {
 				if ref.Namespace != nil {
 					ns = string(*ref.Namespace)
 				}
-				svc := s.Services[types.NamespacedName{Namespace: ns, Name: string(ref.Name)}]
-				if svc == nil || svc.Spec.Type != corev1.ServiceTypeExternalName {
-					continue
-				}
-				if _, err := netip.ParseAddr(svc.Spec.ExternalName); err != nil {
-					names = append(names, svc.Spec.ExternalName)
-				}
+				out[types.NamespacedName{Namespace: ns, Name: string(ref.Name)}] = true
 			}
 		}
 	}
-	slices.Sort(names)
-	return slices.Compact(names)
+	return out
 }
