@@ -3,7 +3,6 @@
 package informers
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -34,10 +33,14 @@ import (
 
 // Scope says which objects are watched.
 type Scope struct {
-	Gateways       []types.NamespacedName
-	PodNamespace   string
-	PodName        string
-	PublishService types.NamespacedName // empty: the Service that selects the Pod
+	// ControllerName is the GatewayClass controllerName konglet owns.
+	ControllerName string
+	// ServiceUpstream targets Services by DNS name (for a mesh).
+	ServiceUpstream bool
+	Gateways        []types.NamespacedName
+	PodNamespace    string
+	PodName         string
+	PublishService  types.NamespacedName // empty: the Service that selects the Pod
 	// MaxSecretBytes caps a Secret's data (0: DefaultMaxSecretBytes).
 	MaxSecretBytes int
 }
@@ -253,88 +256,53 @@ func (c *Cache) WaitForSync(ctx context.Context) bool {
 	return cache.WaitForCacheSync(ctx.Done(), c.synced...)
 }
 
-// Synced tells whether every cache has synced.
-func (c *Cache) Synced() bool {
-	for _, s := range c.synced {
-		if !s() {
-			return false
-		}
-	}
-	return true
-}
-
 // Snapshot is a read-only view of the caches. The objects are the cache's
 // own: the translation must not modify them (and does not). It starts and
 // stops Secret watchers, so it runs after Start and from one goroutine.
-func (c *Cache) Snapshot(controller string, kong snapshot.Kong, serviceUpstream bool) (*snapshot.Snapshot, error) {
-	s := &snapshot.Snapshot{
-		ControllerName:  controller,
-		GatewayClasses:  map[string]*gwv1.GatewayClass{},
-		Services:        map[types.NamespacedName]*corev1.Service{},
-		EndpointSlices:  map[types.NamespacedName][]*discoveryv1.EndpointSlice{},
-		Namespaces:      map[string]*corev1.Namespace{},
-		Secrets:         map[types.NamespacedName]*corev1.Secret{},
-		SecretProblems:  map[types.NamespacedName]snapshot.SecretProblem{},
-		Kong:            kong,
-		ServiceUpstream: serviceUpstream,
-	}
+func (c *Cache) Snapshot(kong snapshot.Kong) (*snapshot.Snapshot, error) {
 	everything := labels.Everything()
-	classes, err := c.classes.List(everything)
-	if err != nil {
+	var objs snapshot.Objects
+	var err error
+	if objs.GatewayClasses, err = c.classes.List(everything); err != nil {
 		return nil, err
-	}
-	for _, gc := range classes {
-		s.GatewayClasses[gc.Name] = gc
 	}
 	for i, l := range c.gateways {
-		g, err := l.Gateways(c.scope.Gateways[i].Namespace).Get(c.scope.Gateways[i].Name)
-		if err == nil {
-			s.Gateways = append(s.Gateways, g)
+		if g, err := l.Gateways(c.scope.Gateways[i].Namespace).Get(c.scope.Gateways[i].Name); err == nil {
+			objs.Gateways = append(objs.Gateways, g)
 		}
 	}
-	if s.HTTPRoutes, err = c.httpRoutes.List(everything); err != nil {
+	if objs.HTTPRoutes, err = c.httpRoutes.List(everything); err != nil {
 		return nil, err
 	}
-	if s.GRPCRoutes, err = c.grpcRoutes.List(everything); err != nil {
+	if objs.GRPCRoutes, err = c.grpcRoutes.List(everything); err != nil {
 		return nil, err
 	}
-	if s.TLSRoutes, err = c.tlsRoutes.List(everything); err != nil {
+	if objs.TLSRoutes, err = c.tlsRoutes.List(everything); err != nil {
 		return nil, err
 	}
-	if s.TCPRoutes, err = c.tcpRoutes.List(everything); err != nil {
+	if objs.TCPRoutes, err = c.tcpRoutes.List(everything); err != nil {
 		return nil, err
 	}
-	if s.UDPRoutes, err = c.udpRoutes.List(everything); err != nil {
+	if objs.UDPRoutes, err = c.udpRoutes.List(everything); err != nil {
 		return nil, err
 	}
-	if s.ListenerSets, err = c.sets.List(everything); err != nil {
+	if objs.ListenerSets, err = c.sets.List(everything); err != nil {
 		return nil, err
 	}
-	if s.ReferenceGrants, err = c.grants.List(everything); err != nil {
+	if objs.ReferenceGrants, err = c.grants.List(everything); err != nil {
 		return nil, err
 	}
-	services, err := c.services.List(everything)
-	if err != nil {
+	if objs.Services, err = c.services.List(everything); err != nil {
 		return nil, err
 	}
-	for _, svc := range services {
-		s.Services[types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}] = svc
-	}
-	endpointSlices, err := c.slices.List(everything)
-	if err != nil {
+	if objs.EndpointSlices, err = c.slices.List(everything); err != nil {
 		return nil, err
 	}
-	for _, es := range endpointSlices {
-		key := types.NamespacedName{Namespace: es.Namespace, Name: es.Labels[discoveryv1.LabelServiceName]}
-		s.EndpointSlices[key] = append(s.EndpointSlices[key], es)
-	}
-	namespaces, err := c.namespaces.List(everything)
-	if err != nil {
+	if objs.Namespaces, err = c.namespaces.List(everything); err != nil {
 		return nil, err
 	}
-	for _, ns := range namespaces {
-		s.Namespaces[ns.Name] = ns
-	}
+	s := objs.Build(c.scope.ControllerName, c.scope.Gateways, c.scope.PublishService, kong)
+	s.ServiceUpstream = c.scope.ServiceUpstream
 	if c.hasPodScope {
 		if s.Pods, err = c.pods.Pods(c.scope.PodNamespace).List(everything); err != nil {
 			return nil, err
@@ -345,7 +313,9 @@ func (c *Cache) Snapshot(controller string, kong snapshot.Kong, serviceUpstream 
 			}
 		}
 	}
-	s.PublishService = c.publishService(s)
+	if c.scope.PublishService.Name == "" {
+		s.PublishService = c.publishService(s)
+	}
 	backends := translate.BackendServices(s)
 	c.backends.Store(&backends)
 	if c.externalNames != nil {
@@ -356,26 +326,13 @@ func (c *Cache) Snapshot(controller string, kong snapshot.Kong, serviceUpstream 
 	// the above. A new one is waited for, briefly (secretWait).
 	c.secrets.update(translate.SecretRefs(s))
 	c.secrets.fill(s)
-	// Listers list in map order: a fixed order keeps "nothing changed"
-	// recognisable from one snapshot to the next (translate.Memo).
-	byName := func(a, b metav1.Object) int {
-		return cmp.Or(cmp.Compare(a.GetNamespace(), b.GetNamespace()), cmp.Compare(a.GetName(), b.GetName()))
-	}
-	slices.SortFunc(s.ListenerSets, func(a, b *gwv1.ListenerSet) int { return byName(a, b) })
-	slices.SortFunc(s.ReferenceGrants, func(a, b *gwv1.ReferenceGrant) int { return byName(a, b) })
-	for _, list := range s.EndpointSlices {
-		slices.SortFunc(list, func(a, b *discoveryv1.EndpointSlice) int { return byName(a, b) })
-	}
 	return s, nil
 }
 
-// publishService is the configured Service, else the one in the Pod's
+// publishService is, when none is configured, the Service in the Pod's
 // namespace that selects the Pod (preferring a LoadBalancer, then a name
 // with "proxy" in it, then the first by name).
 func (c *Cache) publishService(s *snapshot.Snapshot) *corev1.Service {
-	if c.scope.PublishService.Name != "" {
-		return s.Services[c.scope.PublishService]
-	}
 	if s.Pod == nil {
 		return nil
 	}

@@ -83,7 +83,7 @@ func TestSecretWatchersReadOnlyWhatListenersUse(t *testing.T) {
 		return true, &gwv1.GatewayList{Items: []gwv1.Gateway{*gateway}}, nil
 	})
 	gw.PrependWatchReactor("gateways", func(clienttesting.Action) (bool, watch.Interface, error) { return true, gatewayEvents, nil })
-	c, err := New(kube, gw, Scope{Gateways: []types.NamespacedName{{Namespace: "gw", Name: "kong"}}, MaxSecretBytes: 1000},
+	c, err := New(kube, gw, Scope{ControllerName: snapshot.DefaultControllerName, Gateways: []types.NamespacedName{{Namespace: "gw", Name: "kong"}}, MaxSecretBytes: 1000},
 		NewTrigger(time.Millisecond, time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
@@ -94,7 +94,7 @@ func TestSecretWatchersReadOnlyWhatListenersUse(t *testing.T) {
 	if !c.WaitForSync(ctx) {
 		t.Fatal("caches did not sync")
 	}
-	s, err := c.Snapshot(snapshot.DefaultControllerName, snapshot.DefaultKong(snapshot.RouterExpressions), false)
+	s, err := c.Snapshot(snapshot.DefaultKong(snapshot.RouterExpressions))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +151,7 @@ func TestSecretWatchersReadOnlyWhatListenersUse(t *testing.T) {
 	gatewayEvents.Modify(gateway)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		if s, err = c.Snapshot(snapshot.DefaultControllerName, snapshot.DefaultKong(snapshot.RouterExpressions), false); err != nil {
+		if s, err = c.Snapshot(snapshot.DefaultKong(snapshot.RouterExpressions)); err != nil {
 			t.Fatal(err)
 		}
 		if s.Secrets[key("gw", "cert")] == nil {

@@ -32,7 +32,7 @@ func TestSnapshotListsInAFixedOrder(t *testing.T) {
 			&gwv1.ReferenceGrant{ObjectMeta: metav1.ObjectMeta{Namespace: fmt.Sprintf("ns-%d", i%3), Name: fmt.Sprintf("grant-%d", i)}},
 			&gwv1.ListenerSet{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: fmt.Sprintf("set-%d", 7-i)}})
 	}
-	c, err := New(kubefake.NewClientset(kube...), gwfake.NewClientset(gw...), Scope{}, NewTrigger(time.Millisecond, time.Millisecond))
+	c, err := New(kubefake.NewClientset(kube...), gwfake.NewClientset(gw...), Scope{ControllerName: snapshot.DefaultControllerName}, NewTrigger(time.Millisecond, time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +42,7 @@ func TestSnapshotListsInAFixedOrder(t *testing.T) {
 	if !c.WaitForSync(ctx) {
 		t.Fatal("caches did not sync")
 	}
-	s, err := c.Snapshot(snapshot.DefaultControllerName, snapshot.Kong{}, false)
+	s, err := c.Snapshot(snapshot.Kong{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +76,7 @@ func TestOnlyServicesRoutesNameWakeASync(t *testing.T) {
 	route := &gwv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "r"}, Spec: gwv1.HTTPRouteSpec{Rules: []gwv1.HTTPRouteRule{{
 		BackendRefs: []gwv1.HTTPBackendRef{{BackendRef: gwv1.BackendRef{BackendObjectReference: gwv1.BackendObjectReference{Name: "web"}}}},
 	}}}}
-	c, err := New(kubefake.NewClientset(), gwfake.NewClientset(route), Scope{PodNamespace: "kong"}, NewTrigger(time.Millisecond, time.Millisecond))
+	c, err := New(kubefake.NewClientset(), gwfake.NewClientset(route), Scope{ControllerName: snapshot.DefaultControllerName, PodNamespace: "kong"}, NewTrigger(time.Millisecond, time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +93,7 @@ func TestOnlyServicesRoutesNameWakeASync(t *testing.T) {
 	if !c.WaitForSync(ctx) {
 		t.Fatal("caches did not sync")
 	}
-	if _, err := c.Snapshot(snapshot.DefaultControllerName, snapshot.Kong{}, false); err != nil {
+	if _, err := c.Snapshot(snapshot.Kong{}); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {

@@ -144,11 +144,13 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 		return err
 	}
 	scope := informers.Scope{
-		Gateways:       cfg.gateways,
-		PodNamespace:   cfg.podNamespace,
-		PodName:        cfg.podName,
-		PublishService: types.NamespacedName(cfg.publishService),
-		MaxSecretBytes: cfg.maxSecretBytes,
+		ControllerName:  cfg.controllerName,
+		ServiceUpstream: cfg.serviceUpstream,
+		Gateways:        cfg.gateways,
+		PodNamespace:    cfg.podNamespace,
+		PodName:         cfg.podName,
+		PublishService:  types.NamespacedName(cfg.publishService),
+		MaxSecretBytes:  cfg.maxSecretBytes,
 	}
 	cache, err := informers.New(kube, gw, scope, informers.NewTrigger(cfg.quiet, cfg.maxDelay))
 	if err != nil {
@@ -185,8 +187,6 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 	}
 	events := status.NewEvents(kube, writer, identity)
 	loop := reconcile.New(cache, kong, writer, pods, events, log, reconcile.NewMetrics(reg), reconcile.Options{
-		ControllerName:   cfg.controllerName,
-		ServiceUpstream:  cfg.serviceUpstream,
 		KongPollInterval: cfg.kongPoll,
 		Budget:           reconcile.Budget{Total: cfg.maxConfigBytes, PerObject: cfg.maxObjectBytes},
 		Gateways:         cfg.gateways,

@@ -107,7 +107,7 @@ func route(ns, name string, generation, n int) string {
 type fakeCache struct{ snap *snapshot.Snapshot }
 
 func (c *fakeCache) WaitForSync(context.Context) bool { return true }
-func (c *fakeCache) Snapshot(string, snapshot.Kong, bool) (*snapshot.Snapshot, error) {
+func (c *fakeCache) Snapshot(snapshot.Kong) (*snapshot.Snapshot, error) {
 	return c.snap, nil
 }
 func (c *fakeCache) Notify()                          {}

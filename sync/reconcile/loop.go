@@ -37,7 +37,7 @@ type Kong interface {
 // Cache is the informer cache the loop reads.
 type Cache interface {
 	WaitForSync(ctx context.Context) bool
-	Snapshot(controller string, kong snapshot.Kong, serviceUpstream bool) (*snapshot.Snapshot, error)
+	Snapshot(kong snapshot.Kong) (*snapshot.Snapshot, error)
 	Notify()
 	Wait(ctx context.Context) error
 	// WaitStatus blocks until something that only statuses depend on
@@ -67,8 +67,6 @@ type PodReporter interface {
 
 // Options tune the loop.
 type Options struct {
-	ControllerName  string
-	ServiceUpstream bool
 	// KongPollInterval is how often Kong's configuration hash is checked, to
 	// load again at once after Kong restarts.
 	KongPollInterval time.Duration
@@ -237,7 +235,7 @@ func (l *Loop) watchPeers(ctx context.Context) {
 		if l.status == nil || !l.status.Leading() {
 			continue
 		}
-		snap, err := l.cache.Snapshot(l.opts.ControllerName, snapshot.Kong{}, l.opts.ServiceUpstream)
+		snap, err := l.cache.Snapshot(snapshot.Kong{})
 		if err != nil {
 			continue
 		}
@@ -457,7 +455,7 @@ func (l *Loop) Sync(ctx context.Context) error {
 		l.kongNode = info.NodeID
 		l.log.Info("Kong found", "version", info.Version, "node_id", info.NodeID, "router_flavor", info.RouterFlavor)
 	}
-	snap, err := l.cache.Snapshot(l.opts.ControllerName, KongFromInfo(info), l.opts.ServiceUpstream)
+	snap, err := l.cache.Snapshot(KongFromInfo(info))
 	if err != nil {
 		return err
 	}

@@ -3,9 +3,11 @@ package snapshot
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -129,12 +131,16 @@ func into[T any, P interface {
 	return nil
 }
 
-// Build makes a snapshot of the objects. Every Gateway is bound when gateways
-// is empty; publish names the Service in front of Kong (may be empty).
+// Build makes a snapshot of the objects: the one way to a Snapshot, for
+// the sidecar's caches and for offline translation alike. The bound
+// Gateways are gateways, in that order (every Gateway when empty); publish
+// names the Service in front of Kong (may be empty). Lists are sorted by
+// namespace and name, so that two builds of the same objects are alike
+// whatever order they came in (the translation's Memo relies on it).
 func (o *Objects) Build(controller string, gateways []types.NamespacedName, publish types.NamespacedName, kong Kong) *Snapshot {
 	s := &Snapshot{
 		ControllerName:  controller,
-		GatewayClasses:  map[string]*gwv1.GatewayClass{},
+		GatewayClasses:  make(map[string]*gwv1.GatewayClass, len(o.GatewayClasses)),
 		HTTPRoutes:      o.HTTPRoutes,
 		GRPCRoutes:      o.GRPCRoutes,
 		TLSRoutes:       o.TLSRoutes,
@@ -142,18 +148,24 @@ func (o *Objects) Build(controller string, gateways []types.NamespacedName, publ
 		UDPRoutes:       o.UDPRoutes,
 		ListenerSets:    o.ListenerSets,
 		ReferenceGrants: o.ReferenceGrants,
-		Services:        map[types.NamespacedName]*corev1.Service{},
-		EndpointSlices:  map[types.NamespacedName][]*discoveryv1.EndpointSlice{},
-		Namespaces:      map[string]*corev1.Namespace{},
+		Services:        make(map[types.NamespacedName]*corev1.Service, len(o.Services)),
+		EndpointSlices:  make(map[types.NamespacedName][]*discoveryv1.EndpointSlice, len(o.EndpointSlices)),
+		Namespaces:      make(map[string]*corev1.Namespace, len(o.Namespaces)),
 		Secrets:         map[types.NamespacedName]*corev1.Secret{},
+		SecretProblems:  map[types.NamespacedName]SecretProblem{},
 		Kong:            kong,
 	}
 	for _, c := range o.GatewayClasses {
 		s.GatewayClasses[c.Name] = c
 	}
-	for _, g := range o.Gateways {
-		if len(gateways) == 0 || containsName(gateways, g.Namespace, g.Name) {
-			s.Gateways = append(s.Gateways, g)
+	if len(gateways) == 0 {
+		s.Gateways = o.Gateways
+	}
+	for _, want := range gateways {
+		for _, g := range o.Gateways {
+			if g.Namespace == want.Namespace && g.Name == want.Name {
+				s.Gateways = append(s.Gateways, g)
+			}
 		}
 	}
 	for _, svc := range o.Services {
@@ -173,14 +185,14 @@ func (o *Objects) Build(controller string, gateways []types.NamespacedName, publ
 	for _, sec := range o.Secrets {
 		s.Secrets[types.NamespacedName{Namespace: sec.Namespace, Name: sec.Name}] = sec
 	}
+	slices.SortFunc(s.ListenerSets, byName)
+	slices.SortFunc(s.ReferenceGrants, byName)
+	for _, list := range s.EndpointSlices {
+		slices.SortFunc(list, byName)
+	}
 	return s
 }
 
-func containsName(names []types.NamespacedName, ns, name string) bool {
-	for _, n := range names {
-		if n.Namespace == ns && n.Name == name {
-			return true
-		}
-	}
-	return false
+func byName[T metav1.Object](a, b T) int {
+	return cmp.Or(cmp.Compare(a.GetNamespace(), b.GetNamespace()), cmp.Compare(a.GetName(), b.GetName()))
 }

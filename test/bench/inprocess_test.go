@@ -45,6 +45,7 @@ func (b *bencher) inProcessCache(ctx context.Context, t *testing.T, cfg *rest.Co
 		t.Fatal(err)
 	}
 	c, err := informers.New(kube, gw, informers.Scope{
+		ControllerName: controllerName,
 		Gateways:       []types.NamespacedName{{Namespace: gatewayNS, Name: gatewayName}},
 		PublishService: types.NamespacedName{Namespace: gatewayNS, Name: "kong-proxy"},
 	}, informers.NewTrigger(20*time.Millisecond, 80*time.Millisecond))
@@ -89,7 +90,7 @@ func (b *bencher) settleStatuses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	snap, err := c.Snapshot(controllerName, kong, false)
+	snap, err := c.Snapshot(kong)
 	if err != nil {
 		t.Fatal(err)
 	}

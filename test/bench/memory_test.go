@@ -129,7 +129,7 @@ func (b *bencher) profileCache(t *testing.T, scen string) {
 		_ = pprof.WriteHeapProfile(f)
 		_ = f.Close()
 	}
-	snap, err := c.Snapshot(controllerName, snapshot.DefaultKong(snapshot.RouterExpressions), false)
+	snap, err := c.Snapshot(snapshot.DefaultKong(snapshot.RouterExpressions))
 	if err != nil {
 		t.Fatal(err)
 	}
