@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -122,4 +123,53 @@ type neverSynced struct{ fakeCache }
 func (*neverSynced) WaitForSync(ctx context.Context) bool {
 	<-ctx.Done()
 	return false
+}
+
+// refusingKong refuses, like Kong with flatten_errors, every document that
+// holds the service of the HTTPRoute a/bad, and counts the loads.
+type refusingKong struct {
+	fakeKong
+	loads int
+}
+
+func (k *refusingKong) Load(ctx context.Context, doc []byte) error {
+	k.loads++
+	if strings.Contains(string(doc), `"httproute.a.bad.0"`) {
+		e := admin.EntityError{Type: "service", Name: "httproute.a.bad.0", Tags: []string{"k8s-name:bad", "k8s-namespace:a", "k8s-kind:HTTPRoute"}}
+		e.Errors = append(e.Errors, struct {
+			Type    string `json:"type"`
+			Field   string `json:"field"`
+			Message string `json:"message"`
+		}{Type: "field", Field: "host", Message: "refused by test"})
+		return &admin.LoadError{StatusCode: 400, Message: "declarative config is invalid", Entities: []admin.EntityError{e}}
+	}
+	return k.fakeKong.Load(ctx, doc)
+}
+
+// TestSyncLeavesOutWhatKongRefusesThenSkipsAnUnchangedLoad: a refused
+// object is traced to its route, left out in a second round, and reported
+// on the route with Kong's message; the next sync of the same objects
+// sends Kong nothing.
+func TestSyncLeavesOutWhatKongRefusesThenSkipsAnUnchangedLoad(t *testing.T) {
+	cache, kong := &fakeCache{}, &refusingKong{}
+	cache.set(t, budgetBase+service("a")+route("a", "bad", 1, 1)+route("a", "good", 1, 1))
+	l := New(cache, kong, nil, nil, nil, slog.New(slog.NewTextHandler(io.Discard, nil)), NewMetrics(prometheus.NewRegistry()), Options{})
+	if err := l.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if kong.loads != 2 || strings.Contains(string(kong.loaded), "httproute.a.bad.") || !strings.Contains(string(kong.loaded), "httproute.a.good.") {
+		t.Fatalf("%d loads; loaded %s", kong.loads, kong.loaded)
+	}
+	if ok, msg := accepted(t, l, "a", "bad"); ok || !strings.Contains(msg, "refused by test") {
+		t.Fatalf("bad route: accepted %v, %q", ok, msg)
+	}
+	if ok, _ := accepted(t, l, "a", "good"); !ok {
+		t.Fatal("the good route is not accepted")
+	}
+	if err := l.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if kong.loads != 2 {
+		t.Fatalf("an unchanged configuration was sent again (%d loads)", kong.loads)
+	}
 }
