@@ -28,14 +28,17 @@ $(BIN)/kube-controller-manager:
 	cd test/tools/kube-controller-manager && $(GO) build -ldflags "-X k8s.io/component-base/version.gitVersion=v1.37.2" -o $(CURDIR)/$@ .
 
 ## test: formatting, vet, and every test with the race detector, against a real API server
+## (test/chart renders the real Kong chart, ../shared/charts/kong or $$KONG_CHART, and skips without it)
 test: lint tools
 	$(GO) test -race -count=1 -timeout 20m ./...
+	cd test/chart && $(GO) test -race -count=1 -timeout 10m .
 
 ## lint: gofmt and go vet
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	cd test/conformance && $(GO) vet .
+	cd test/chart && $(GO) vet .
 	$(GO) vet -tags bench ./test/bench
 
 ## fuzz: run the translation fuzzer for a while (the checked-in corpus runs in `make test`)
