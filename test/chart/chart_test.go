@@ -25,6 +25,9 @@ var variants = []struct {
 	check func(t *testing.T, r *rendering, pod *corev1.Pod)
 }{
 	{name: "values.yaml", files: []string{"deploy/helm/values.yaml"}},
+	{name: "stream listens", files: []string{"deploy/helm/values.yaml", "deploy/helm/values-stream.yaml"}, check: checkStream},
+	{name: "Linkerd", files: []string{"deploy/helm/values.yaml", "deploy/helm/values-linkerd.yaml"}, check: checkLinkerd},
+	{name: "replicas and PodDisruptionBudget", files: []string{"deploy/helm/values.yaml", "deploy/helm/values-ha.yaml"}, check: checkHA},
 }
 
 // TestChart renders the real Kong chart with each values file, installs
@@ -385,4 +388,76 @@ func flagValues(args []string) map[string]string {
 func atoi(s string) int {
 	n, _ := strconv.Atoi(s)
 	return n
+}
+
+// checkStream: TCP, TLS and UDP stream listens of the kinds konglet needs
+// for TCPRoute, TLSRoute and UDPRoute listeners, each a port of the proxy
+// Service (checkPod: port_maps and targets).
+func checkStream(t *testing.T, r *rendering, pod *corev1.Pod) {
+	kong := r.container(t, "proxy")
+	v, _ := envOf(kong, "KONG_STREAM_LISTEN")
+	got := map[int][]string{}
+	for _, l := range listens(v) {
+		got[l.port] = l.params
+	}
+	for port, want := range map[int]string{9000: "", 9443: "ssl", 9053: "udp"} {
+		params, ok := got[port]
+		if !ok || want != "" && !slices.Contains(params, want) || want == "" && len(params) > 0 {
+			t.Errorf("KONG_STREAM_LISTEN %q: want port %d with %q", v, port, want)
+		}
+	}
+	svc := r.selecting()[0]
+	var ports []string
+	for _, sp := range svc.Spec.Ports {
+		ports = append(ports, string(sp.Protocol)+"/"+strconv.Itoa(int(sp.Port)))
+	}
+	slices.Sort(ports)
+	if want := []string{"TCP/443", "TCP/80", "TCP/9000", "TCP/9443", "UDP/9053"}; !slices.Equal(ports, want) {
+		t.Errorf("the proxy Service has ports %v, want %v", ports, want)
+	}
+}
+
+// checkLinkerd: the Pod is injected, waits for the proxy, and the proxy
+// outlives Kong's drain within the grace period; the scrape annotations
+// are still there (podAnnotations merge).
+func checkLinkerd(t *testing.T, r *rendering, pod *corev1.Pod) {
+	a := pod.Annotations
+	if a["linkerd.io/inject"] != "enabled" || a["config.linkerd.io/proxy-await"] != "enabled" {
+		t.Errorf("annotations %v: want linkerd.io/inject and proxy-await enabled", a)
+	}
+	wait := atoi(a["config.alpha.linkerd.io/proxy-wait-before-exit-seconds"])
+	grace := pod.Spec.TerminationGracePeriodSeconds
+	if wait == 0 || grace == nil || int64(wait) >= *grace {
+		t.Errorf("proxy-wait-before-exit-seconds %d, terminationGracePeriodSeconds %v: want the wait within the grace period", wait, grace)
+	}
+	if drain := r.container(t, "proxy").Lifecycle; drain == nil || drain.PreStop == nil || drain.PreStop.Exec == nil ||
+		!slices.Contains(drain.PreStop.Exec.Command, "--wait=15") || wait <= 15 {
+		t.Errorf("Kong's preStop %+v: want kong quit --wait=15, shorter than the proxy's wait (%d s)", drain, wait)
+	}
+}
+
+// checkHA: three replicas and a PodDisruptionBudget that selects exactly
+// the Kong Pods and lets one go at a time.
+func checkHA(t *testing.T, r *rendering, pod *corev1.Pod) {
+	if n := r.deployment.Spec.Replicas; n == nil || *n != 3 {
+		t.Errorf("replicas %v, want 3", n)
+	}
+	if len(r.pdbs) != 1 {
+		t.Fatalf("%d PodDisruptionBudgets, want 1", len(r.pdbs))
+	}
+	pdb := r.pdbs[0]
+	if pdb.Spec.Selector == nil || len(pdb.Spec.Selector.MatchExpressions) > 0 || !matches(pdb.Spec.Selector.MatchLabels, pod.Labels) {
+		t.Errorf("the PodDisruptionBudget's selector %v does not select the Pod (labels %v)", pdb.Spec.Selector, pod.Labels)
+	}
+	if pdb.Spec.MaxUnavailable == nil || pdb.Spec.MaxUnavailable.IntValue() != 1 || pdb.Spec.MinAvailable != nil {
+		t.Errorf("maxUnavailable %v, minAvailable %v: want maxUnavailable 1", pdb.Spec.MaxUnavailable, pdb.Spec.MinAvailable)
+	}
+	for _, c := range pod.Spec.TopologySpreadConstraints {
+		if c.LabelSelector == nil || !matches(c.LabelSelector.MatchLabels, pod.Labels) {
+			t.Errorf("topology spread constraint %s does not select the Pod", c.TopologyKey)
+		}
+	}
+	if len(pod.Spec.TopologySpreadConstraints) == 0 {
+		t.Error("no topology spread constraint")
+	}
 }
