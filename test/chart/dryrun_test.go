@@ -50,10 +50,13 @@ func install(t *testing.T, r *rendering) *corev1.Pod {
 			// a CRD-backed one (ServiceMonitor...) would need its CRD here.
 			t.Fatalf("the API server does not serve %s: %v", gvk, err)
 		}
-		if m.Scope.Name() == "namespace" {
-			return dyn.Resource(m.Resource).Namespace(u.GetNamespace())
+		if m.Scope.Name() != "namespace" {
+			return dyn.Resource(m.Resource)
 		}
-		return dyn.Resource(m.Resource)
+		if u.GetNamespace() == "" {
+			u.SetNamespace(namespace) // helm install --namespace
+		}
+		return dyn.Resource(m.Resource).Namespace(u.GetNamespace())
 	}
 
 	files, err := filepath.Glob(filepath.Join(repo, "deploy", "rbac", "*.yaml"))
@@ -69,9 +72,6 @@ func install(t *testing.T, r *rendering) *corev1.Pod {
 	}
 
 	for _, u := range r.objects {
-		if u.GetNamespace() == "" && u.GetKind() != "ClusterRole" && u.GetKind() != "ClusterRoleBinding" {
-			u.SetNamespace(namespace) // helm install --namespace
-		}
 		opts := metav1.CreateOptions{FieldValidation: "Strict", DryRun: []string{metav1.DryRunAll}}
 		if u.GetKind() == "Deployment" {
 			opts.DryRun = nil
