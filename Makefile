@@ -4,8 +4,9 @@ VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev
 LDFLAGS  := -s -w -X main.version=$(VERSION)
 BIN      := .bin
 IMAGE    ?= konglet:$(VERSION)
+OCI_TAR  := bin/konglet.oci.tar
 
-.PHONY: demo build test fuzz bench conformance lint tools image clean
+.PHONY: demo build test fuzz bench conformance lint tools image image-oci clean
 
 ## demo: print the Kong configuration and statuses for deploy/examples (no cluster, no Kong)
 demo:
@@ -28,14 +29,19 @@ $(BIN)/kube-controller-manager:
 	cd test/tools/kube-controller-manager && $(GO) build -ldflags "-X k8s.io/component-base/version.gitVersion=v1.37.2" -o $(CURDIR)/$@ .
 
 ## test: formatting, vet, and every test with the race detector, against a real API server
-test: lint tools
+## (test/chart renders the real Kong chart, ../shared/charts/kong or $$KONG_CHART, and skips without it)
+test: lint tools image-oci
 	$(GO) test -race -count=1 -timeout 20m ./...
+	cd test/chart && $(GO) test -race -count=1 -timeout 10m .
+	cd test/tools/image && KONGLET_OCI=$(CURDIR)/$(OCI_TAR) $(GO) test -race -count=1 .
 
 ## lint: gofmt and go vet
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	cd test/conformance && $(GO) vet .
+	cd test/chart && $(GO) vet .
+	cd test/tools/image && $(GO) vet .
 	$(GO) vet -tags bench ./test/bench
 
 ## fuzz: run the translation fuzzer for a while (the checked-in corpus runs in `make test`)
@@ -52,9 +58,17 @@ bench: tools
 conformance: tools $(BIN)/kube-controller-manager
 	cd test/conformance && $(GO) test -count=1 -timeout 60m -run TestConformance .
 
-## image: the container image (needs a Docker engine)
+## image-oci: the container image without a Docker engine, as an OCI layout tarball ($(OCI_TAR)):
+## a static konglet on an empty base, user 65532, entrypoint /konglet. Load or push it with
+## `docker load -i`, `podman load -i` or `crane push $(OCI_TAR) REGISTRY/konglet:TAG`
+image-oci:
+	CGO_ENABLED=0 GOOS=linux $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/image/konglet ./cmd/konglet
+	cd test/tools/image && $(GO) run . -binary $(CURDIR)/bin/image/konglet -version $(VERSION) \
+		-created $$(git log -1 --format=%cI 2>/dev/null || echo 1970-01-01T00:00:00Z) -o $(CURDIR)/$(OCI_TAR)
+
+## image: the same image on distroless with the Dockerfile (needs a Docker engine)
 image:
 	docker build --build-arg VERSION=$(VERSION) -t $(IMAGE) .
 
 clean:
-	rm -rf $(BIN)
+	rm -rf $(BIN) bin

@@ -260,27 +260,27 @@ func (w *world) createObjects() error {
 		return err
 	}
 	w.certPEM = certPEM
+	deployment, err := renderedDeployment()
+	if err != nil {
+		return err
+	}
+	pod := &corev1.Pod{ObjectMeta: deployment.Spec.Template.ObjectMeta, Spec: deployment.Spec.Template.Spec}
+	pod.Name, pod.Namespace = podName, w.podNS
+	pod.Spec.ReadinessGates = append(pod.Spec.ReadinessGates, corev1.PodReadinessGate{ConditionType: status.PodConditionType})
 	selector := &gwv1.AllowedRoutes{Namespaces: &gwv1.RouteNamespaces{
 		From:     ptr(gwv1.NamespacesFromSelector),
 		Selector: &metav1.LabelSelector{MatchLabels: map[string]string{selectorKey: w.spec.id}},
 	}}
 	objects := []any{
 		&gwv1.GatewayClass{ObjectMeta: metav1.ObjectMeta{Name: w.class}, Spec: gwv1.GatewayClassSpec{ControllerName: gwv1.GatewayController(w.controller)}},
-		// konglet's Pod, as the Helm values make it: its account, no token
-		// mounted by default, the readiness gate.
-		&corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: podName, Namespace: w.podNS, Labels: map[string]string{"app": "kong"}},
-			Spec: corev1.PodSpec{
-				ServiceAccountName:           w.spec.layout.ServiceAccount.Name,
-				AutomountServiceAccountToken: ptr(false),
-				Containers:                   []corev1.Container{{Name: "proxy", Image: "kong:3.9"}},
-				ReadinessGates:               []corev1.PodReadinessGate{{ConditionType: status.PodConditionType}},
-			},
-		},
+		// konglet's Pod as users install it: the chart's rendering of
+		// deploy/helm/values.yaml (its account, no automatic token, konglet's
+		// projected token) with the readiness gate of readiness-gate-patch.yaml.
+		pod,
 		&corev1.Service{
 			ObjectMeta: metav1.ObjectMeta{Name: publishName, Namespace: w.podNS},
 			Spec: corev1.ServiceSpec{
-				Selector: map[string]string{"app": "kong"},
+				Selector: deployment.Spec.Selector.MatchLabels,
 				Ports: []corev1.ServicePort{
 					{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8000)},
 					{Name: "https", Port: 443, TargetPort: intstr.FromInt32(8443)},
