@@ -4,7 +4,7 @@ VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev
 LDFLAGS  := -s -w -X main.version=$(VERSION)
 BIN      := .bin
 IMAGE    ?= konglet:$(VERSION)
-OCI_TAR  := bin/konglet.oci.tar
+OCI_TAR  := $(BIN)/konglet.oci.tar
 
 .PHONY: demo build test fuzz bench conformance lint tools image image-oci clean
 
@@ -62,8 +62,8 @@ conformance: tools $(BIN)/kube-controller-manager
 ## a static konglet on an empty base, user 65532, entrypoint /konglet. Load or push it with
 ## `docker load -i`, `podman load -i` or `crane push $(OCI_TAR) REGISTRY/konglet:TAG`
 image-oci:
-	CGO_ENABLED=0 GOOS=linux $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/image/konglet ./cmd/konglet
-	cd test/tools/image && $(GO) run . -binary $(CURDIR)/bin/image/konglet -version $(VERSION) \
+	CGO_ENABLED=0 GOOS=linux $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/image/konglet ./cmd/konglet
+	cd test/tools/image && $(GO) run . -binary $(CURDIR)/$(BIN)/image/konglet -version $(VERSION) \
 		-created $$(git log -1 --format=%cI 2>/dev/null || echo 1970-01-01T00:00:00Z) -o $(CURDIR)/$(OCI_TAR)
 
 ## image: the same image on distroless with the Dockerfile (needs a Docker engine)

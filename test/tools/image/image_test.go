@@ -25,7 +25,7 @@ import (
 func tarballPath(t *testing.T) string {
 	p := os.Getenv("KONGLET_OCI")
 	if p == "" {
-		p = filepath.Join("..", "..", "..", "bin", "konglet.oci.tar")
+		p = filepath.Join("..", "..", "..", ".bin", "konglet.oci.tar")
 	}
 	if _, err := os.Stat(p); err != nil {
 		t.Fatalf("no image tarball (%v): run make image-oci, or set KONGLET_OCI", err)
