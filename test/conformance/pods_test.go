@@ -45,6 +45,7 @@ type podSim struct {
 
 type simPod struct {
 	namespace, name, ip string
+	image               string // the first container's
 	env                 map[string]string
 	files               map[string][]byte // the first container's mounted Secret files, by path
 	servers             map[int]io.Closer
@@ -241,13 +242,14 @@ func (s *podSim) podFor(pod *corev1.Pod, files map[string][]byte) *simPod {
 		ip = fmt.Sprintf("198.%d.%d.%d", 18+a>>8, a&0xff, b)
 		break
 	}
-	env := map[string]string{}
+	env, image := map[string]string{}, ""
 	if len(pod.Spec.Containers) > 0 {
+		image = pod.Spec.Containers[0].Image
 		for _, e := range pod.Spec.Containers[0].Env {
 			env[e.Name] = e.Value
 		}
 	}
-	sp := &simPod{namespace: pod.Namespace, name: pod.Name, ip: ip, env: env, files: files, servers: map[int]io.Closer{}, addrs: map[int]string{}}
+	sp := &simPod{namespace: pod.Namespace, name: pod.Name, ip: ip, image: image, env: env, files: files, servers: map[int]io.Closer{}, addrs: map[int]string{}}
 	s.byUID[pod.UID], s.byIP[ip] = sp, sp
 	return sp
 }
@@ -309,6 +311,9 @@ func (s *podSim) resolve(target string) (string, bool) {
 		}
 		sp.servers[port], sp.addrs[port] = serveGRPCEcho(l, sp), l.Addr().String()
 		return l.Addr().String(), true
+	}
+	if strings.HasPrefix(sp.image, coreDNSImage) {
+		return sp.startCoreDNS(port)
 	}
 	if sp.env["TCP_ECHO_SERVER"] != "" || sp.env["UDP_ECHO_SERVER"] != "" {
 		return sp.startStreamEcho(port)

@@ -9,6 +9,7 @@ import (
 	"net"
 	"strconv"
 
+	"github.com/miekg/dns"
 	"sigs.k8s.io/gateway-api/conformance/echo-basic/tcpserver"
 	"sigs.k8s.io/gateway-api/conformance/echo-basic/udpechoserver"
 )
@@ -149,3 +150,46 @@ func tlsAssertions(state *tls.ConnectionState) map[string]any {
 	}
 	return out
 }
+
+// coreDNSImage is the DNS server behind the suite's UDPRoute test.
+const coreDNSImage = "registry.k8s.io/coredns/coredns:"
+
+// startCoreDNS serves what the suite's Corefile (base/manifests.yaml,
+// ConfigMap coredns) asks of CoreDNS on UDP port 53: the whoami plugin for
+// foo.bar.com (the client's address and port in the additional section);
+// every other name is forwarded to public resolvers, which this machine
+// does not reach: SERVFAIL. s.mu is held.
+func (sp *simPod) startCoreDNS(port int) (string, bool) {
+	if port != 53 {
+		return "", false
+	}
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		return "", false
+	}
+	srv := &dns.Server{PacketConn: pc, Handler: dns.HandlerFunc(func(w dns.ResponseWriter, req *dns.Msg) {
+		res := new(dns.Msg)
+		res.SetReply(req)
+		if len(req.Question) != 1 || !dns.IsSubDomain("foo.bar.com.", req.Question[0].Name) {
+			res.Rcode = dns.RcodeServerFailure
+			_ = w.WriteMsg(res)
+			return
+		}
+		name := req.Question[0].Name
+		host, portStr, _ := net.SplitHostPort(w.RemoteAddr().String())
+		clientPort, _ := strconv.Atoi(portStr)
+		res.Authoritative = true
+		res.Extra = []dns.RR{
+			&dns.A{Hdr: dns.RR_Header{Name: name, Rrtype: dns.TypeA, Class: dns.ClassINET}, A: net.ParseIP(host)},
+			&dns.SRV{Hdr: dns.RR_Header{Name: "_udp." + name, Rrtype: dns.TypeSRV, Class: dns.ClassINET}, Port: uint16(clientPort), Target: "."},
+		}
+		_ = w.WriteMsg(res)
+	})}
+	go func() { _ = srv.ActivateAndServe() }()
+	sp.servers[port], sp.addrs[port] = closerFunc(srv.Shutdown), pc.LocalAddr().String()
+	return pc.LocalAddr().String(), true
+}
+
+type closerFunc func() error
+
+func (f closerFunc) Close() error { return f() }
