@@ -23,15 +23,16 @@ import (
 //     route proxies the bytes as they came, ClientHello included.
 //   - tcp listen: the bytes are proxied as they come.
 //   - udp listen: each client address is a session with its own upstream
-//     socket; datagrams go both ways until the service's read_timeout
-//     passes without one.
+//     socket; datagrams go both ways.
 //   - the balancer picks a target of the service's upstream as for http
 //     (weighted round robin) and moves to the next one when it cannot
 //     connect, up to the service's retries; with none left, or no service,
 //     no target or a service protocol other than tcp/udp (Kong would speak
 //     TLS to a "tls" service; konglet never asks for it, and the double
 //     refuses to guess), the connection is closed.
-//   - a session ends when either side closes (proxy_half_close is off).
+//   - a session ends when either side closes (proxy_half_close is off), or
+//     after the service's read_timeout without data either way
+//     (proxy_timeout).
 
 // prereadTimeout is nginx's preread_timeout default.
 const prereadTimeout = 30 * time.Second
@@ -70,13 +71,38 @@ func (p *DataPlane) ServeConn(listenPort int, conn net.Conn) {
 		return
 	}
 	defer up.Close()
+	idle := msField(p.serviceEntity(dec.ServiceName), "read_timeout")
+	touch := func() {
+		deadline := time.Now().Add(idle)
+		_ = client.SetReadDeadline(deadline)
+		_ = up.SetReadDeadline(deadline)
+	}
 	done := make(chan struct{}, 2)
-	go func() { _, _ = io.Copy(up, client); done <- struct{}{} }()
-	go func() { _, _ = io.Copy(client, up); done <- struct{}{} }()
+	go func() { pipe(up, client, touch); done <- struct{}{} }()
+	go func() { pipe(client, up, touch); done <- struct{}{} }()
 	<-done
 	_ = conn.Close()
 	_ = up.Close()
 	<-done
+}
+
+// pipe copies src to dst until either fails; touch runs before every read
+// (both directions share the session's idle deadline, nginx's
+// proxy_timeout, which Kong sets from the service's timeouts).
+func pipe(dst, src net.Conn, touch func()) {
+	buf := make([]byte, 32*1024)
+	for {
+		touch()
+		n, err := src.Read(buf)
+		if n > 0 {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
 }
 
 // streamTLSConfig is the stream TLS terminator's: the certificate by SNI,

@@ -215,3 +215,32 @@ func TestStreamDataPlane(t *testing.T) {
 		}
 	}
 }
+
+// An idle TCP session ends after the service's read_timeout (nginx's
+// proxy_timeout), whichever side is silent.
+func TestStreamIdleTimeout(t *testing.T) {
+	s := streamSvc("tcp-a", route("tcp", M{"protocols": L{"tcp"}, "expression": `net.dst.port == 5000`}))
+	s["read_timeout"] = 300
+	d := newDouble(t, streamOptions("expressions"))
+	load(t, d, config(M{"services": L{s}, "upstreams": L{upstream("tcp-a-up", "198.18.0.1:3000")}}))
+	backend := lineServer(t, "plain", nil)
+	dp := kongdouble.NewDataPlane(d, func(string) (string, bool) { return backend, true })
+	t.Cleanup(dp.Close)
+	c, err := net.Dial("tcp", streamFront(t, dp, 9000, false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	r := bufio.NewReader(c)
+	if line, err := r.ReadString('\n'); line != "plain\n" {
+		t.Fatalf("%q, %v", line, err)
+	}
+	start := time.Now()
+	if _, err := r.ReadString('\n'); !errors.Is(err, io.EOF) {
+		t.Fatalf("idle session: %v, want it closed", err)
+	}
+	if waited := time.Since(start); waited < 250*time.Millisecond {
+		t.Errorf("closed after %v, before the read_timeout", waited)
+	}
+}
