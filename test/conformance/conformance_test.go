@@ -375,6 +375,13 @@ var failureCauses = map[string]string{
 		"matches hostnames without the port",
 }
 
+// passedWithoutChecking are tests that pass without checking anything
+// for what konglet claims, with why.
+var passedWithoutChecking = map[string]string{
+	"TLSRouteListenerMixedTerminationNotSupported": "checks nothing: it returns at once because konglet claims TLSRouteModeMixed " +
+		"(TLSRouteMixedTerminationSameNamespace is the test of that claim)",
+}
+
 const redirectWithoutHostname = "konglet limitation while claiming the feature: the RequestRedirect filter has no hostname and the " +
 	"route has no exact hostname, so konglet refuses the rule (Accepted=False UnsupportedValue \"filter RequestRedirect without a " +
 	"hostname needs exact route hostnames\"): Kong's redirect plugin has a fixed location. konglet still lists " +
@@ -424,6 +431,8 @@ func (r *testResults) summary(report *confv1.ConformanceReport, claimed, tested 
 				line += ": " + failureCauses[n]
 			case section == "failed":
 				line += ": cause not analysed yet (see the test log)"
+			case section == "passed" && passedWithoutChecking[n] != "":
+				line += ": " + passedWithoutChecking[n]
 			case o.why != "":
 				line += ": " + o.why
 			}
