@@ -53,7 +53,7 @@ fuzz:
 bench: tools
 	$(GO) test -tags bench -run '^TestBench$$' -count=1 -timeout 30m -v ./test/bench
 
-## conformance: the upstream Gateway API conformance suite (GATEWAY-HTTP, GATEWAY-GRPC) against konglet, about a minute;
+## conformance: the upstream Gateway API conformance suite (GATEWAY-HTTP, -GRPC, -TLS, -TCP, -UDP) against konglet, a few minutes;
 ## binds :80 and :443 on 127.0.1.N (root or CAP_NET_BIND_SERVICE); report in test/conformance/reports/
 conformance: tools $(BIN)/kube-controller-manager
 	cd test/conformance && $(GO) test -count=1 -timeout 60m -run TestConformance .

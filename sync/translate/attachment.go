@@ -111,12 +111,6 @@ func (t *translator) attach(r route, listeners []*listener, ref gwv1.ParentRefer
 			reason, message = string(gwv1.RouteReasonNoMatchingListenerHostname), fmt.Sprintf("no hostname of the route matches listener %q", l.spec.Name)
 			continue
 		}
-		if (r.kind == kindTCPRoute || r.kind == kindUDPRoute) && attachedBefore[l.index] > 0 {
-			// One TCP or UDP listener forwards to one route: the oldest.
-			reason, message = string(gwv1.RouteReasonNotAllowedByListeners),
-				fmt.Sprintf("listener %q already forwards to an older %s; Kong cannot tell their connections apart", l.spec.Name, r.kind)
-			continue
-		}
 		if r.grpc() && l.kongProtocol == "http" && !l.listen.HTTP2 {
 			reason, message = string(gwv1.RouteReasonUnsupportedValue),
 				fmt.Sprintf("gRPC without TLS needs HTTP/2 on Kong's listen %d: add http2 to that proxy_listen", l.listen.Port)
@@ -128,6 +122,12 @@ func (t *translator) attach(r route, listeners []*listener, ref gwv1.ParentRefer
 		}
 		if !l.usable() {
 			continue // attached, but Kong cannot serve the listener
+		}
+		if (r.kind == kindTCPRoute || r.kind == kindUDPRoute) && attachedBefore[l.index] > 0 {
+			// Attached and counted, as the Gateway API asks, but a TCP or
+			// UDP listener forwards to one route, the oldest: Kong cannot
+			// tell their connections apart.
+			continue
 		}
 		lh := hostnameOf(l.spec.Hostname)
 		for _, h := range hosts {

@@ -18,11 +18,15 @@ import (
 // GatewayHTTPListenerIsolation needs the expressions router (exclusions and
 // net.dst.port) and the Host normalizer (hostplugin.go): without it a Host
 // header can name another listener's port or slip past an exclusion.
+// TLSRouteModeMixed: on one ssl stream listen Kong routes on the SNI first
+// and hands the connection to its TLS terminator ("tls" routes) or passes
+// it through ("tls_passthrough"), so Terminate and Passthrough listeners
+// can share a port.
 func supportedFeatures(kong snapshot.Kong) []gwv1.SupportedFeature {
 	names := []features.FeatureName{
 		features.SupportGateway, features.SupportReferenceGrant,
 		features.SupportHTTPRoute, features.SupportGRPCRoute,
-		features.SupportTLSRoute, features.SupportTLSRouteModeTerminate, features.SupportTCPRoute, features.SupportUDPRoute,
+		features.SupportTLSRoute, features.SupportTLSRouteModeTerminate, features.SupportTLSRouteModeMixed, features.SupportTCPRoute, features.SupportUDPRoute,
 		features.SupportHTTPRouteMethodMatching, features.SupportHTTPRouteResponseHeaderModification,
 		features.SupportHTTPRouteHostRewrite, features.SupportHTTPRouteBackendTimeout,
 		features.SupportHTTPRouteParentRefPort, features.SupportHTTPRouteNamedRouteRule, features.SupportGRPCRouteNamedRouteRule,

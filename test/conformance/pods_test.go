@@ -2,12 +2,14 @@ package conformance
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log"
 	"net"
 	"net/http"
+	"path"
 	"regexp"
 	"strconv"
 	"strings"
@@ -43,7 +45,9 @@ type podSim struct {
 
 type simPod struct {
 	namespace, name, ip string
+	image               string // the first container's
 	env                 map[string]string
+	files               map[string][]byte // the first container's mounted Secret files, by path
 	servers             map[int]io.Closer
 	addrs               map[int]string
 }
@@ -141,7 +145,11 @@ func (s *podSim) handle(ctx context.Context, pod *corev1.Pod) error {
 		}
 		return err
 	}
-	sp := s.podFor(pod)
+	files, err := s.mountedFiles(ctx, pod)
+	if err != nil {
+		return err // as a kubelet, start the Pod once its volumes can be mounted
+	}
+	sp := s.podFor(pod, files)
 	if pod.Status.PodIP == sp.ip && podReady(pod) {
 		return nil
 	}
@@ -166,7 +174,7 @@ func (s *podSim) handle(ctx context.Context, pod *corev1.Pod) error {
 		})
 		*pod.Status.ContainerStatuses[len(pod.Status.ContainerStatuses)-1].Started = true
 	}
-	_, err := pods.UpdateStatus(ctx, pod, metav1.UpdateOptions{})
+	_, err = pods.UpdateStatus(ctx, pod, metav1.UpdateOptions{})
 	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 		return nil
 	}
@@ -182,8 +190,43 @@ func podReady(p *corev1.Pod) bool {
 	return false
 }
 
+// mountedFiles reads the Secret volumes the first container mounts, as
+// files by path (the echo image reads its TLS certificate and key there).
+func (s *podSim) mountedFiles(ctx context.Context, pod *corev1.Pod) (map[string][]byte, error) {
+	files := map[string][]byte{}
+	if len(pod.Spec.Containers) == 0 {
+		return files, nil
+	}
+	s.mu.Lock()
+	known := s.byUID[pod.UID] != nil
+	s.mu.Unlock()
+	if known {
+		return nil, nil
+	}
+	for _, m := range pod.Spec.Containers[0].VolumeMounts {
+		for _, v := range pod.Spec.Volumes {
+			if v.Name != m.Name || v.Secret == nil {
+				continue
+			}
+			secret, err := s.kube.CoreV1().Secrets(pod.Namespace).Get(ctx, v.Secret.SecretName, metav1.GetOptions{})
+			if err != nil {
+				return nil, fmt.Errorf("volume %s: %w", v.Name, err)
+			}
+			if len(v.Secret.Items) == 0 {
+				for key, data := range secret.Data {
+					files[path.Join(m.MountPath, key)] = data
+				}
+			}
+			for _, item := range v.Secret.Items {
+				files[path.Join(m.MountPath, item.Path)] = secret.Data[item.Key]
+			}
+		}
+	}
+	return files, nil
+}
+
 // podFor returns the simulated Pod for pod, assigning it an IP.
-func (s *podSim) podFor(pod *corev1.Pod) *simPod {
+func (s *podSim) podFor(pod *corev1.Pod, files map[string][]byte) *simPod {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if sp := s.byUID[pod.UID]; sp != nil {
@@ -199,13 +242,14 @@ func (s *podSim) podFor(pod *corev1.Pod) *simPod {
 		ip = fmt.Sprintf("198.%d.%d.%d", 18+a>>8, a&0xff, b)
 		break
 	}
-	env := map[string]string{}
+	env, image := map[string]string{}, ""
 	if len(pod.Spec.Containers) > 0 {
+		image = pod.Spec.Containers[0].Image
 		for _, e := range pod.Spec.Containers[0].Env {
 			env[e.Name] = e.Value
 		}
 	}
-	sp := &simPod{namespace: pod.Namespace, name: pod.Name, ip: ip, env: env, servers: map[int]io.Closer{}, addrs: map[int]string{}}
+	sp := &simPod{namespace: pod.Namespace, name: pod.Name, ip: ip, image: image, env: env, files: files, servers: map[int]io.Closer{}, addrs: map[int]string{}}
 	s.byUID[pod.UID], s.byIP[ip] = sp, sp
 	return sp
 }
@@ -268,7 +312,13 @@ func (s *podSim) resolve(target string) (string, bool) {
 		sp.servers[port], sp.addrs[port] = serveGRPCEcho(l, sp), l.Addr().String()
 		return l.Addr().String(), true
 	}
-	handler, h2c := sp.handlerFor(port)
+	if strings.HasPrefix(sp.image, coreDNSImage) {
+		return sp.startCoreDNS(port)
+	}
+	if sp.env["TCP_ECHO_SERVER"] != "" || sp.env["UDP_ECHO_SERVER"] != "" {
+		return sp.startStreamEcho(port)
+	}
+	handler, h2c, tlsCfg := sp.handlerFor(port)
 	if handler == nil {
 		return "", false
 	}
@@ -283,6 +333,10 @@ func (s *podSim) resolve(target string) (string, bool) {
 		protocols.SetUnencryptedHTTP2(true)
 	}
 	srv.Protocols = protocols
+	if tlsCfg != nil {
+		protocols.SetHTTP2(true)
+		l = tls.NewListener(l, tlsCfg)
+	}
 	go func() { _ = srv.Serve(l) }()
 	sp.servers[port], sp.addrs[port] = srv, l.Addr().String()
 	return l.Addr().String(), true
@@ -293,16 +347,14 @@ type discard struct{}
 func (discard) Write(p []byte) (int, error) { return len(p), nil }
 
 // handlerFor is what the suite's echo-basic image serves on port (HTTP on
-// HTTP_PORT or 3000, h2c on H2C_PORT or 3001); its gRPC mode is served by
-// resolve, its TCP, UDP and TLS modes are not simulated.
-func (sp *simPod) handlerFor(port int) (http.Handler, bool) {
-	if sp.env["GRPC_ECHO_SERVER"] != "" || sp.env["TCP_ECHO_SERVER"] != "" || sp.env["UDP_ECHO_SERVER"] != "" {
-		return nil, false
-	}
+// HTTP_PORT or 3000, h2c on H2C_PORT or 3001, HTTPS on HTTPS_PORT or 8443
+// when TLS_SERVER_CERT and TLS_SERVER_PRIVKEY name its mounted files); its
+// gRPC, TCP and UDP modes are served by resolve.
+func (sp *simPod) handlerFor(port int) (_ http.Handler, h2c bool, _ *tls.Config) {
 	httpPort, h2cPort := envPort(sp.env, "HTTP_PORT", 3000), envPort(sp.env, "H2C_PORT", 3001)
 	switch port {
 	case httpPort:
-		return sp.echoMux(strconv.Itoa(httpPort)), false
+		return sp.echoMux(strconv.Itoa(httpPort)), false, nil
 	case h2cPort:
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.ProtoMajor != 2 && r.Header.Get("Upgrade") != "h2c" {
@@ -311,9 +363,13 @@ func (sp *simPod) handlerFor(port int) (http.Handler, bool) {
 				return
 			}
 			sp.echo(w, r, strconv.Itoa(httpPort))
-		}), true
+		}), true, nil
+	case envPort(sp.env, "HTTPS_PORT", 8443):
+		if cfg := sp.tlsConfig("TLS_SERVER_CERT", "TLS_SERVER_PRIVKEY"); cfg != nil {
+			return sp.echoMux(strconv.Itoa(httpPort)), false, cfg
+		}
 	}
-	return nil, false
+	return nil, false, nil
 }
 
 func envPort(env map[string]string, key string, def int) int {
@@ -361,10 +417,14 @@ func (sp *simPod) echo(w http.ResponseWriter, r *http.Request, httpPort string) 
 			return
 		}
 	}
-	body, err := json.MarshalIndent(map[string]any{
+	fields := map[string]any{
 		"path": r.RequestURI, "host": r.Host, "method": r.Method, "proto": r.Proto, "headers": r.Header,
 		"httpPort": httpPort, "namespace": sp.namespace, "ingress": "", "service": "", "pod": sp.name,
-	}, "", " ")
+	}
+	if r.TLS != nil {
+		fields["tls"] = tlsAssertions(r.TLS)
+	}
+	body, err := json.MarshalIndent(fields, "", " ")
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return

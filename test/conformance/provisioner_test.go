@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"log"
 	"net"
 	"net/http"
@@ -63,14 +64,10 @@ type gatewayInstance struct {
 	dataPlane                atomic.Pointer[kongdouble.DataPlane]
 	listensKey               string
 	dumpedHash               string
-	fronts                   map[string]*front
+	fronts                   map[string]io.Closer // by kind/port
 	konglet                  *exec.Cmd
 	kongletDone              chan struct{}
 	logs                     *os.File
-}
-
-type front struct {
-	srv *http.Server
 }
 
 // listenKind is the kind of Kong listen a Gateway listener protocol needs.
@@ -215,7 +212,7 @@ func (p *provisioner) ensure(ctx context.Context, gw *gwv1.Gateway) error {
 	p.mu.Lock()
 	gi := p.gws[key]
 	if gi == nil {
-		gi = &gatewayInstance{namespace: gw.Namespace, name: gw.Name, service: serviceName(gw.Name), ip: p.allocateIP(), fronts: map[string]*front{}}
+		gi = &gatewayInstance{namespace: gw.Namespace, name: gw.Name, service: serviceName(gw.Name), ip: p.allocateIP(), fronts: map[string]io.Closer{}}
 		gi.admin = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			gi.double.Load().ServeHTTP(w, r)
 		}))
@@ -321,18 +318,16 @@ func samePorts(have, want []corev1.ServicePort) bool {
 }
 
 // ensureFronts serves each Service port on the Gateway's address: HTTP and
-// HTTPS ports reach the Kong data plane; stream ports (TCP, TLS, UDP) are
-// not served by this harness.
+// HTTPS ports reach the Kong data plane's proxy listens, TCP, TLS and UDP
+// ports its stream listens.
 func (p *provisioner) ensureFronts(gi *gatewayInstance, ports []servicePort) {
 	want := map[string]servicePort{}
 	for _, sp := range ports {
-		if sp.kind == "http" || sp.kind == "https" {
-			want[fmt.Sprintf("%s/%d", sp.kind, sp.port)] = sp
-		}
+		want[fmt.Sprintf("%s/%d", sp.kind, sp.port)] = sp
 	}
 	for key, f := range gi.fronts {
 		if _, ok := want[key]; !ok {
-			_ = f.srv.Close()
+			_ = f.Close()
 			delete(gi.fronts, key)
 		}
 	}
@@ -340,38 +335,82 @@ func (p *provisioner) ensureFronts(gi *gatewayInstance, ports []servicePort) {
 		if gi.fronts[key] != nil {
 			continue
 		}
-		listen, isTLS := kongPort(sp.kind, sp.port), sp.kind == "https"
-		l, err := net.Listen("tcp", net.JoinHostPort(gi.ip, strconv.Itoa(sp.port)))
+		listen, addr := kongPort(sp.kind, sp.port), net.JoinHostPort(gi.ip, strconv.Itoa(sp.port))
+		var f io.Closer
+		var err error
+		switch sp.kind {
+		case "http", "https":
+			f, err = httpFront(gi, addr, listen, sp.kind == "https")
+		case "tcp", "tls":
+			f, err = streamFront(gi, addr, listen)
+		case "udp":
+			f, err = udpFront(gi, addr, listen)
+		}
 		if err != nil {
-			p.logf("provisioner: %s/%s: listening on %s:%d: %v", gi.namespace, gi.name, gi.ip, sp.port, err)
+			p.logf("provisioner: %s/%s: listening on %s: %v", gi.namespace, gi.name, addr, err)
 			continue
 		}
-		srv := &http.Server{
-			Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				gi.dataPlane.Load().Handler(listen, isTLS).ServeHTTP(w, r)
-			}),
-			ReadHeaderTimeout: 10 * time.Second,
-			ErrorLog:          log.New(discard{}, "", 0),
-		}
-		protocols := new(http.Protocols)
-		protocols.SetHTTP1(true)
-		if isTLS {
-			protocols.SetHTTP2(true)
-			srv.TLSConfig = &tls.Config{
-				MinVersion: tls.VersionTLS12,
-				GetCertificate: func(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
-					return gi.dataPlane.Load().TLSConfig().GetCertificate(hello)
-				},
-			}
-			srv.Protocols = protocols
-			go func() { _ = srv.ServeTLS(l, "", "") }()
-		} else {
-			protocols.SetUnencryptedHTTP2(true)
-			srv.Protocols = protocols
-			go func() { _ = srv.Serve(l) }()
-		}
-		gi.fronts[key] = &front{srv: srv}
+		gi.fronts[key] = f
 	}
+}
+
+func httpFront(gi *gatewayInstance, addr string, listen int, isTLS bool) (io.Closer, error) {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	srv := &http.Server{
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			gi.dataPlane.Load().Handler(listen, isTLS).ServeHTTP(w, r)
+		}),
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          log.New(discard{}, "", 0),
+	}
+	protocols := new(http.Protocols)
+	protocols.SetHTTP1(true)
+	if isTLS {
+		protocols.SetHTTP2(true)
+		srv.TLSConfig = &tls.Config{
+			MinVersion: tls.VersionTLS12,
+			GetCertificate: func(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
+				return gi.dataPlane.Load().TLSConfig().GetCertificate(hello)
+			},
+		}
+		srv.Protocols = protocols
+		go func() { _ = srv.ServeTLS(l, "", "") }()
+	} else {
+		protocols.SetUnencryptedHTTP2(true)
+		srv.Protocols = protocols
+		go func() { _ = srv.Serve(l) }()
+	}
+	return srv, nil
+}
+
+// streamFront hands each connection to the Kong stream listen listen.
+func streamFront(gi *gatewayInstance, addr string, listen int) (io.Closer, error) {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	go func() {
+		for {
+			conn, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go gi.dataPlane.Load().ServeConn(listen, conn)
+		}
+	}()
+	return l, nil
+}
+
+func udpFront(gi *gatewayInstance, addr string, listen int) (io.Closer, error) {
+	pc, err := net.ListenPacket("udp", addr)
+	if err != nil {
+		return nil, err
+	}
+	go func() { _ = kongdouble.ServeUDP(pc, listen, gi.dataPlane.Load) }()
+	return pc, nil
 }
 
 func (p *provisioner) startKonglet(gi *gatewayInstance) error {
@@ -425,7 +464,7 @@ func (p *provisioner) teardown(ctx context.Context, gi *gatewayInstance, deleteS
 		gi.logs.Close()
 	}
 	for _, f := range gi.fronts {
-		_ = f.srv.Close()
+		_ = f.Close()
 	}
 	gi.admin.Close()
 	if d := gi.double.Load(); d != nil {

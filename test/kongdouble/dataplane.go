@@ -62,12 +62,16 @@ type DataPlane struct {
 	rr         map[string]*wrrState // upstream name -> balancer state
 	transports map[string]*http.Transport
 	defaultTLS *tls.Certificate
+	udp        map[string]*udpSession // listen port/client address -> session
+	streams    map[io.Closer]struct{} // open stream connections, ended by Close
+	closed     bool
 }
 
 // NewDataPlane returns the data plane of d. resolve may be nil: targets are
 // then dialed as they are.
 func NewDataPlane(d *Double, resolve Resolver) *DataPlane {
-	return &DataPlane{d: d, resolve: resolve, rr: map[string]*wrrState{}, transports: map[string]*http.Transport{}}
+	return &DataPlane{d: d, resolve: resolve, rr: map[string]*wrrState{}, transports: map[string]*http.Transport{},
+		udp: map[string]*udpSession{}, streams: map[io.Closer]struct{}{}}
 }
 
 // ServeProxy is the handler of the Kong proxy listen on listenPort, dialing
@@ -900,12 +904,16 @@ func (p *DataPlane) transport(protocol string, connect, read time.Duration) *htt
 	return t
 }
 
-// Close releases idle upstream connections.
+// Close releases idle upstream connections and ends stream sessions.
 func (p *DataPlane) Close() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.closed = true
 	for _, t := range p.transports {
 		t.CloseIdleConnections()
+	}
+	for c := range p.streams {
+		_ = c.Close()
 	}
 }
 

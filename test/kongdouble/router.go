@@ -51,6 +51,10 @@ type Decision struct {
 	// because the route only accepts https/grpcs (426 or the route's
 	// https_redirect_status_code).
 	RedirectStatus int
+	// TerminateTLS: on an ssl stream listen, the first match handed the
+	// connection to Kong's TLS terminator (a "tls" route), not to the
+	// passthrough block.
+	TerminateTLS bool
 }
 
 type matcher struct {

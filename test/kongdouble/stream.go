@@ -219,7 +219,9 @@ func (d *Double) RouteStream(req StreamRequest) (Decision, bool) {
 	if !ok {
 		return Decision{}, false
 	}
-	return decideStream(cfg, m.route), true
+	dec := decideStream(cfg, m.route)
+	dec.TerminateTLS = containsStr(protocols, "tls")
+	return dec, true
 }
 
 // decideStream fills a Decision for a stream route. Plugins are those whose
