@@ -38,14 +38,7 @@ func TestBackendEscapes(t *testing.T) {
 	kong := kongdouble.New(kongdouble.Options{})
 	defer kong.Close()
 	w := newWorld(t)
-	other := w.ns + "-b"
-	w.create(namespace(other))
-	w.create(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: other},
-		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "sql", Port: 5432}}}})
-	db, err := env.Kube.CoreV1().Services(other).Get(w.ctx, "db", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	other, dbIP := w.otherTeamDB()
 	externalName := func(name string) corev1.ServiceSpec {
 		return corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: name}
 	}
@@ -55,9 +48,9 @@ func TestBackendEscapes(t *testing.T) {
 		{name: "ip-loopback", service: externalName("127.0.0.1"), reason: "RefNotPermitted", message: "a loopback address"},
 		{name: "ip-metadata", service: externalName("169.254.169.254"), reason: "RefNotPermitted", message: "link-local"},
 		{name: "ip-unspecified", service: externalName("0.0.0.0"), reason: "RefNotPermitted", message: "unspecified"},
-		{name: "ip-other-clusterip", service: externalName(db.Spec.ClusterIP), reason: "RefNotPermitted", message: "the ClusterIP of Service " + other + "/db"},
+		{name: "ip-other-clusterip", service: externalName(dbIP), reason: "RefNotPermitted", message: "the ClusterIP of Service " + other + "/db"},
 		{name: "name-unresolvable", service: externalName("nothing.konglet.invalid"), reason: "BackendNotFound", message: "does not resolve"},
-		{name: "slice-other-clusterip", service: selectorless, endpoints: []string{"198.18.0.30", db.Spec.ClusterIP}, reason: "RefNotPermitted", message: "the ClusterIP of Service " + other + "/db"},
+		{name: "slice-other-clusterip", service: selectorless, endpoints: []string{"198.18.0.30", dbIP}, reason: "RefNotPermitted", message: "the ClusterIP of Service " + other + "/db"},
 		// The API server itself refuses these in EndpointSlices today;
 		// konglet does not count on it.
 		{name: "slice-loopback", service: selectorless, endpoints: []string{"127.0.0.1"}, reason: "RefNotPermitted", message: "a loopback address"},
@@ -107,15 +100,7 @@ func TestBackendEscapes(t *testing.T) {
 	})
 	for _, e := range tried {
 		eventually(t, 10*time.Second, e.name+" is refused on its route", func() error {
-			p, err := w.routeParent(e.name)
-			if err != nil {
-				return err
-			}
-			c := cond(p.Conditions, "ResolvedRefs")
-			if c == nil || c.Status != metav1.ConditionFalse || c.Reason != e.reason || !strings.Contains(c.Message, e.message) {
-				return fmt.Errorf("ResolvedRefs %+v, want False/%s with %q", c, e.reason, e.message)
-			}
-			return nil
+			return w.routeCondSays(e.name, "ResolvedRefs", metav1.ConditionFalse, e.reason, e.message)
 		})
 	}
 	if err := noForbiddenTarget(kong.RawConfig()); err != nil {
@@ -134,15 +119,7 @@ func TestExternalNameOffByDefault(t *testing.T) {
 	w.create(w.route("partner", []string{"partner.example.com"}, gwv1.HTTPRouteRule{BackendRefs: []gwv1.HTTPBackendRef{backendRef("", "partner", 80, 1)}}))
 	startKonglet(t, kong, w.kongletArgs()...)
 	eventually(t, 10*time.Second, "the ExternalName backend is refused", func() error {
-		p, err := w.routeParent("partner")
-		if err != nil {
-			return err
-		}
-		c := cond(p.Conditions, "ResolvedRefs")
-		if c == nil || c.Reason != "RefNotPermitted" || !strings.Contains(c.Message, "--allow-external-name") {
-			return fmt.Errorf("ResolvedRefs %+v", c)
-		}
-		return nil
+		return w.routeCondSays("partner", "ResolvedRefs", metav1.ConditionFalse, "RefNotPermitted", "--allow-external-name")
 	})
 	if err := noForbiddenTarget(kong.RawConfig()); err != nil {
 		t.Fatal(err)
@@ -187,14 +164,7 @@ func TestServiceModeChecksEndpointsToo(t *testing.T) {
 	kong := kongdouble.New(kongdouble.Options{})
 	defer kong.Close()
 	w := newWorld(t)
-	other := w.ns + "-b"
-	w.create(namespace(other))
-	w.create(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: other},
-		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "sql", Port: 5432}}}})
-	db, err := env.Kube.CoreV1().Services(other).Get(w.ctx, "db", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	other, dbIP := w.otherTeamDB()
 	w.backend(w.ns, "good", 80, 8080, "198.18.0.21")
 	w.create(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "headless", Namespace: w.ns},
 		Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Ports: []corev1.ServicePort{{Name: "web", Port: 5432}}}})
@@ -202,7 +172,7 @@ func TestServiceModeChecksEndpointsToo(t *testing.T) {
 		ObjectMeta:  metav1.ObjectMeta{Name: "headless", Namespace: w.ns, Labels: map[string]string{discoveryv1.LabelServiceName: "headless"}},
 		AddressType: discoveryv1.AddressTypeIPv4,
 		Ports:       []discoveryv1.EndpointPort{{Name: ptr("web"), Port: ptr(int32(5432))}},
-		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{db.Spec.ClusterIP}}},
+		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{dbIP}}},
 	})
 	w.create(w.route("good", []string{"good.example.com"}, gwv1.HTTPRouteRule{BackendRefs: []gwv1.HTTPBackendRef{backendRef("", "good", 80, 1)}}))
 	w.create(w.route("headless", []string{"headless.example.com"}, gwv1.HTTPRouteRule{BackendRefs: []gwv1.HTTPBackendRef{backendRef("", "headless", 5432, 1)}}))
@@ -210,15 +180,7 @@ func TestServiceModeChecksEndpointsToo(t *testing.T) {
 
 	eventually(t, 10*time.Second, "the good Service is served by its name", expectTargets(kong, "good.example.com", "/", "good."+w.ns+".svc:80"))
 	eventually(t, 10*time.Second, "the headless Service with another namespace's ClusterIP is refused", func() error {
-		p, err := w.routeParent("headless")
-		if err != nil {
-			return err
-		}
-		c := cond(p.Conditions, "ResolvedRefs")
-		if c == nil || c.Reason != "RefNotPermitted" || !strings.Contains(c.Message, other+"/db") {
-			return fmt.Errorf("ResolvedRefs %+v", c)
-		}
-		return nil
+		return w.routeCondSays("headless", "ResolvedRefs", metav1.ConditionFalse, "RefNotPermitted", other+"/db")
 	})
 	if strings.Contains(string(kong.RawConfig()), "headless."+w.ns+".svc") {
 		t.Fatal("the refused Service's name reached Kong")
@@ -250,4 +212,20 @@ func TestExactHeaderThatLooksLikeAKongRegex(t *testing.T) {
 	if d, ok := kong.Route(request("anything")); ok {
 		t.Fatalf("X-Token: anything is routed by %s: the exact match became a regex", d.RouteName)
 	}
+}
+
+// otherTeamDB creates a Service in a namespace of another team, which no
+// ReferenceGrant opens to this world's routes, and returns the namespace
+// and the ClusterIP the API server gave it.
+func (w *world) otherTeamDB() (string, string) {
+	w.t.Helper()
+	other := w.ns + "-b"
+	w.create(namespace(other))
+	w.create(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: other},
+		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "sql", Port: 5432}}}})
+	db, err := env.Kube.CoreV1().Services(other).Get(w.ctx, "db", metav1.GetOptions{})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return other, db.Spec.ClusterIP
 }

@@ -201,6 +201,22 @@ func (w *world) routeCond(name, typ string, status metav1.ConditionStatus, reaso
 	return expectCond(p.Conditions, typ, status, reason)
 }
 
+// routeCondSays checks a condition of this world's entry in a route's
+// status, and that its message says part.
+func (w *world) routeCondSays(name, typ string, status metav1.ConditionStatus, reason, part string) error {
+	p, err := w.routeParent(name)
+	if err != nil {
+		return err
+	}
+	if err := expectCond(p.Conditions, typ, status, reason); err != nil {
+		return err
+	}
+	if c := cond(p.Conditions, typ); !strings.Contains(c.Message, part) {
+		return fmt.Errorf("%s says %q, want it to say %q", typ, c.Message, part)
+	}
+	return nil
+}
+
 func (w *world) listener(name string) (*gwv1.ListenerStatus, error) {
 	g := w.getGateway()
 	for i, l := range g.Status.Listeners {
