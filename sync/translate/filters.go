@@ -12,7 +12,6 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/konglet/konglet/proxy/declarative"
-	"github.com/konglet/konglet/sync/snapshot"
 )
 
 // ruleFilters are the filters of one rule that Kong will apply: the rule's
@@ -113,8 +112,8 @@ func (t *translator) checkFilter(f gwv1.HTTPRouteFilter) string {
 
 // checkRewritePath accepts what Kong's request-transformer can do: a full
 // path, or a prefix replacement through the capture of the rest of the
-// path, which needs the expressions router (Gateway API admits
-// ReplacePrefixMatch only on PathPrefix matches).
+// path in the route's path regex, in either router flavor (Gateway API
+// admits ReplacePrefixMatch only on PathPrefix matches).
 func (t *translator) checkRewritePath(p *gwv1.HTTPPathModifier) string {
 	if p == nil {
 		return ""
@@ -125,9 +124,6 @@ func (t *translator) checkRewritePath(p *gwv1.HTTPPathModifier) string {
 		value = p.ReplaceFullPath
 	case gwv1.PrefixMatchHTTPPathModifier:
 		value = p.ReplacePrefixMatch
-		if t.snap.Kong.RouterFlavor != snapshot.RouterExpressions {
-			return fmt.Sprintf("filter URLRewrite with ReplacePrefixMatch needs Kong's expressions router (router_flavor is %s)", t.snap.Kong.RouterFlavor)
-		}
 	default:
 		return fmt.Sprintf("filter URLRewrite with path type %s is not supported", p.Type)
 	}

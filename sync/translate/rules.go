@@ -34,8 +34,11 @@ type refProblem struct {
 
 var (
 	// The names Kong's expressions grammar accepts after http.headers. and
-	// http.queries. (a header's '-' is written '_').
-	headerNamePattern = regexp.MustCompile(`^[A-Za-z0-9-]+$`)
+	// http.queries. (a header's '-' is written '_'). Kong lets nginx keep
+	// underscores in header names, and http.headers.x_env reads an X_Env
+	// header, else X-Env: Kong cannot tell the two apart, so a match on
+	// either name is served and also matches the other spelling.
+	headerNamePattern = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
 	queryNamePattern  = regexp.MustCompile(`^[A-Za-z0-9_]+$`)
 	methodPattern     = regexp.MustCompile(`^[A-Z]+$`)
 )
@@ -114,9 +117,6 @@ func (t *translator) normalizeMatch(m gwv1.HTTPRouteMatch) (gwv1.HTTPRouteMatch,
 	case gwv1.PathMatchRegularExpression:
 		if _, err := regexp.Compile(*path.Value); err != nil {
 			return out, fmt.Sprintf("path regular expression %q is not valid: %v", *path.Value, err)
-		}
-		if t.snap.Kong.RouterFlavor != snapshot.RouterExpressions && (!strings.HasPrefix(*path.Value, "/") || strings.Contains(*path.Value, "|")) {
-			return out, fmt.Sprintf("path regular expression %q must start with / and use no | with router_flavor %s", *path.Value, t.snap.Kong.RouterFlavor)
 		}
 	default:
 		return out, fmt.Sprintf("path match type %q is not supported", *path.Type)

@@ -101,10 +101,15 @@ func (t *translator) run(kept *keptRoutes) Result {
 // listeners' certificates.
 func (t *translator) assemble(routes mergedRoutes, gateways []*gateway) *declarative.Config {
 	// Priorities depend on every route that shares a precedence class.
-	t.assignPriorities(routes.kongRoutes)
+	services := routes.services
+	if t.snap.Kong.RouterFlavor == snapshot.RouterExpressions {
+		assignPriorities(routes.kongRoutes)
+	} else {
+		services = rankTraditional(routes.kongRoutes, services)
+	}
 	cfg := &declarative.Config{FormatVersion: declarative.FormatVersion}
-	slices.SortFunc(routes.services, func(a, b *declarative.Service) int { return cmp.Compare(a.Name, b.Name) })
-	for _, svc := range routes.services {
+	slices.SortFunc(services, func(a, b *declarative.Service) int { return cmp.Compare(a.Name, b.Name) })
+	for _, svc := range services {
 		slices.SortFunc(svc.Routes, func(a, b *declarative.Route) int { return cmp.Compare(a.Name, b.Name) })
 		if len(svc.Routes) > 0 {
 			cfg.Services = append(cfg.Services, svc)
