@@ -174,9 +174,19 @@ func (t *translator) checkListener(g *gateway, set *listenerSet, spec gwv1.Liste
 	if err != nil {
 		return reject(gwv1.ListenerReasonPortUnavailable, "%s", err)
 	}
-	l.listen, l.dstPort = listen, int(spec.Port)
+	l.listen = listen
 	if stream {
 		l.dstPort = t.streamDstPort(listen.Port, wantSSL)
+	} else {
+		// Kong's net.dst.port for a request (the Host normalizer drops a
+		// port the client wrote): the host port port_maps maps the listen
+		// from, else the listen port.
+		mapped, ok := t.hostPort(listen.Port)
+		l.dstPort = mapped
+		if !ok {
+			l.accepted.Message = fmt.Sprintf("Kong's listen %d has no port_maps entry, so Kong's router sees port %d, not %d: routes of this listener match port %d, and a Host header that names port %d does not reach them",
+				listen.Port, listen.Port, spec.Port, listen.Port, spec.Port)
+		}
 	}
 	if listen.UDP != udp {
 		return reject(gwv1.ListenerReasonUnsupportedProtocol, "port %d reaches Kong's stream listen %d, which has udp=%t; a %s listener needs udp=%t",
