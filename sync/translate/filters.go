@@ -26,17 +26,21 @@ type ruleFilters struct {
 // says which cannot, by name: a rule is never served without its filters.
 func (t *translator) collectFilters(rule routeRule) (ruleFilters, string) {
 	out := ruleFilters{filters: slices.Clone(rule.filters), timeouts: rule.timeouts}
+	// A backendRef of weight 0 gets no request, so neither do its filters.
+	served := slices.DeleteFunc(slices.Clone(rule.backendRefs), func(b gwv1.HTTPBackendRef) bool {
+		return b.Weight != nil && *b.Weight == 0
+	})
 	withFilters := 0
-	for _, b := range rule.backendRefs {
+	for _, b := range served {
 		if len(b.Filters) > 0 {
 			withFilters++
 		}
 	}
 	if withFilters > 0 {
-		if len(rule.backendRefs) > 1 {
+		if len(served) > 1 {
 			return out, "filters on one of several backendRefs are not supported by Kong (it cannot filter per target)"
 		}
-		out.filters = append(out.filters, rule.backendRefs[0].Filters...)
+		out.filters = append(out.filters, served[0].Filters...)
 	}
 	seen := map[gwv1.HTTPRouteFilterType]bool{}
 	for _, f := range out.filters {

@@ -166,6 +166,12 @@ spec:
 			route("ns", "underscore", "", "[]", "  - matches: [{path: {value: /}, headers: [{name: X_Env, value: prod}]}]\n"+backend) +
 				route("ns", "fallback", "", "[]", "  - matches: [{path: {value: /}}]\n"+backend),
 			kongdouble.Request{Path: "/", Headers: http.Header{"X_Env": {"prod"}}}, "ns/underscore/0/0"},
+		{"the filters of a weight-0 backendRef do not refuse its rule",
+			route("ns", "weighted", "", "[]", "  - matches: [{path: {value: /w}}]\n"+
+				"    backendRefs:\n"+
+				"    - {name: app, namespace: ns, port: 80, filters: [{type: RequestHeaderModifier, requestHeaderModifier: {set: [{name: x-a, value: '1'}]}}]}\n"+
+				"    - {name: app, namespace: ns, port: 80, weight: 0, filters: [{type: RequestHeaderModifier, requestHeaderModifier: {set: [{name: x-b, value: '1'}]}}]}\n"),
+			kongdouble.Request{Path: "/w"}, "ns/weighted/0/0"},
 	}
 	for _, flavor := range []string{snapshot.RouterExpressions, snapshot.RouterTraditionalCompat} {
 		for _, c := range cases {
