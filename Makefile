@@ -27,9 +27,11 @@ $(BIN)/etcd:
 $(BIN)/kube-controller-manager:
 	cd test/tools/kube-controller-manager && $(GO) build -ldflags "-X k8s.io/component-base/version.gitVersion=v1.37.2" -o $(CURDIR)/$@ .
 
-## test: formatting, vet, and every test with the race detector, against a real API server
+## test: formatting, vet, every test with the race detector against a real API server, then the upstream
+## conformance suite in both Kong router flavors (binds 127.0.1.N:80/443: root or CAP_NET_BIND_SERVICE)
 test: lint tools
 	$(GO) test -race -count=1 -timeout 20m ./...
+	$(MAKE) conformance
 
 ## lint: gofmt and go vet
 lint:
@@ -47,10 +49,14 @@ fuzz:
 bench: tools
 	$(GO) test -tags bench -run '^TestBench$$' -count=1 -timeout 30m -v ./test/bench
 
-## conformance: the upstream Gateway API conformance suite (GATEWAY-HTTP, GATEWAY-GRPC) against konglet, about a minute;
-## binds :80 and :443 on 127.0.1.N (root or CAP_NET_BIND_SERVICE); report in test/conformance/reports/
+## conformance: the upstream Gateway API conformance suite (GATEWAY-HTTP, GATEWAY-GRPC) against konglet, once per
+## Kong router flavor (KONGLET_CONFORMANCE_ROUTER), about a minute or two each; binds :80 and :443 on 127.0.1.N
+## (root or CAP_NET_BIND_SERVICE); reports per flavor in test/conformance/reports/
+CONFORMANCE_ROUTERS ?= expressions traditional_compatible
 conformance: tools $(BIN)/kube-controller-manager
-	cd test/conformance && $(GO) test -count=1 -timeout 60m -run TestConformance .
+	for router in $(CONFORMANCE_ROUTERS); do \
+		(cd test/conformance && KONGLET_CONFORMANCE_ROUTER=$$router $(GO) test -count=1 -timeout 30m -run TestConformance .) || exit 1; \
+	done
 
 ## image: the container image (needs a Docker engine)
 image:

@@ -26,9 +26,10 @@ func supportedFeatures(kong snapshot.Kong) []gwv1.SupportedFeature {
 		features.SupportHTTPRouteMethodMatching, features.SupportHTTPRouteResponseHeaderModification,
 		features.SupportHTTPRouteHostRewrite, features.SupportHTTPRouteBackendTimeout,
 		features.SupportHTTPRouteParentRefPort, features.SupportHTTPRouteNamedRouteRule, features.SupportGRPCRouteNamedRouteRule,
+		features.SupportHTTPRoutePathRewrite,
 	}
 	if kong.RouterFlavor == snapshot.RouterExpressions {
-		names = append(names, features.SupportHTTPRouteQueryParamMatching, features.SupportHTTPRoutePathRewrite)
+		names = append(names, features.SupportHTTPRouteQueryParamMatching)
 		if kong.LuaAllowed() {
 			names = append(names, features.SupportGatewayHTTPListenerIsolation)
 		}
