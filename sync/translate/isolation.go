@@ -68,6 +68,9 @@ func (t *translator) placements(where attachment, listeners listenerPorts) []pla
 		for _, p := range groups {
 			slices.Sort(p.ports)
 			slices.Sort(p.protocols)
+			// Kong matches a route that accepts only https on plain HTTP
+			// too, and answers 426: its port keeps it on its listeners.
+			p.matchPort = p.matchPort || slices.Equal(p.protocols, []string{"https"}) && len(listeners.ofProtocol["http"]) > 0
 			out = append(out, *p)
 		}
 	}
