@@ -155,7 +155,7 @@ func (t *translator) translateRoute(r route, gws []*gateway, ports listenerPorts
 		st := gwv1.RouteParentStatus{ParentRef: v.ref, ControllerName: gwv1.GatewayController(t.snap.ControllerName)}
 		if reason == "" {
 			servable = true
-			st.Conditions = append(st.Conditions, condition(string(gwv1.RouteConditionAccepted), true, string(gwv1.RouteReasonAccepted), "", gen))
+			st.Conditions = append(st.Conditions, condition(string(gwv1.RouteConditionAccepted), true, string(gwv1.RouteReasonAccepted), notes(rules), gen))
 		} else {
 			st.Conditions = append(st.Conditions, condition(string(gwv1.RouteConditionAccepted), false, reason, msg, gen))
 		}

@@ -24,6 +24,8 @@ type ruleResult struct {
 	refProblems []refProblem
 	// dropped says why the rule cannot be served at all ("" when it can).
 	dropped string
+	// note says what of the rule Kong serves only approximately.
+	note    string
 	filters ruleFilters
 }
 
@@ -52,6 +54,12 @@ func (t *translator) rules(r route) (out []ruleResult, read []backendInput) {
 		var msg string
 		if res.filters, msg = t.collectFilters(rule); msg != "" {
 			res.dropped = fmt.Sprintf("rule %s: %s", ruleLabel(i, rule.name), msg)
+		}
+		if rule.sessionPersistence && res.dropped == "" {
+			res.dropped = fmt.Sprintf("rule %s: sessionPersistence is not supported by konglet", ruleLabel(i, rule.name))
+		}
+		if rule.timeouts != nil && rule.timeouts.Request != nil && rule.timeouts.BackendRequest == nil {
+			res.note = fmt.Sprintf("rule %s: timeouts.request is served as Kong's read and write timeouts of the backend, which limit each read and write, not the whole request", ruleLabel(i, rule.name))
 		}
 		matches := rule.matches
 		if len(matches) == 0 {
@@ -186,6 +194,18 @@ func rulesVerdict(rules []ruleResult) (reason, message string) {
 		return "", ""
 	}
 	return string(gwv1.RouteReasonUnsupportedValue), joinMessages(msgs)
+}
+
+// notes is the Accepted message of a served route: what its served rules
+// get only approximately.
+func notes(rules []ruleResult) string {
+	var msgs []string
+	for _, r := range rules {
+		if r.dropped == "" && r.note != "" {
+			msgs = append(msgs, r.note)
+		}
+	}
+	return joinMessages(msgs)
 }
 
 func partiallyInvalid(rules []ruleResult, gen int64) *metav1.Condition {
