@@ -41,3 +41,47 @@ func TestFieldsNotServedAreSaid(t *testing.T) {
 		t.Errorf("timeout: Accepted %q", got)
 	}
 }
+
+// TestGatewayAddresses: konglet assigns no address; a Gateway that asks for
+// one its publish Service does not have is not Programmed, and one of a
+// type konglet does not know is not Accepted.
+func TestGatewayAddresses(t *testing.T) {
+	base := `
+apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {name: konglet}
+spec: {controllerName: konglet.dev/gateway-controller}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: kong-proxy, namespace: ns}
+spec: {clusterIP: 10.0.0.7, ports: [{name: http, port: 80, targetPort: 8000}]}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: gw, namespace: ns}
+spec:
+  gatewayClassName: konglet
+  listeners: [{name: http, protocol: HTTP, port: 80}]
+`
+	for _, c := range []struct{ addresses, accepted, programmed string }{
+		{"[{value: 10.0.0.7}]", "True Accepted", "True Programmed"},
+		{"[{type: IPAddress}]", "True Accepted", "True Programmed"},
+		{"[{value: 10.0.0.8}]", "True Accepted", "False AddressNotAssigned"},
+		{"[{type: Hostname, value: gw.example.com}]", "True Accepted", "False AddressNotAssigned"},
+		{"[{type: example.com/pool, value: a}]", "False UnsupportedAddress", "False Invalid"},
+	} {
+		var objs snapshot.Objects
+		if err := objs.Decode(strings.NewReader(base+"  addresses: "+c.addresses+"\n"), "addresses"); err != nil {
+			t.Fatal(err)
+		}
+		res := translate.Translate(objs.Build(snapshot.DefaultControllerName, nil, types.NamespacedName{Namespace: "ns", Name: "kong-proxy"}, snapshot.DefaultKong(snapshot.RouterExpressions)), nil)
+		got := map[string]string{}
+		for _, cond := range res.Status.Gateways[types.NamespacedName{Namespace: "ns", Name: "gw"}].Conditions {
+			got[cond.Type] = string(cond.Status) + " " + cond.Reason
+		}
+		if got["Accepted"] != c.accepted || got["Programmed"] != c.programmed {
+			t.Errorf("addresses %s: Accepted %q, Programmed %q; want %q, %q", c.addresses, got["Accepted"], got["Programmed"], c.accepted, c.programmed)
+		}
+	}
+}

@@ -61,6 +61,12 @@ func (t *translator) finishGateways(gws []*gateway, attached []int) (map[types.N
 			programmed = condition(string(gwv1.GatewayConditionProgrammed), false, string(gwv1.GatewayReasonAddressNotAssigned),
 				"the publish Service has no address yet", gen)
 		}
+		if unsupported, missing := checkAddresses(g.obj.Spec.Addresses, st.Addresses); unsupported != "" {
+			accepted = condition(string(gwv1.GatewayConditionAccepted), false, string(gwv1.GatewayReasonUnsupportedAddress), unsupported, gen)
+			programmed = condition(string(gwv1.GatewayConditionProgrammed), false, string(gwv1.GatewayReasonInvalid), unsupported, gen)
+		} else if missing != "" && valid > 0 {
+			programmed = condition(string(gwv1.GatewayConditionProgrammed), false, string(gwv1.GatewayReasonAddressNotAssigned), missing, gen)
+		}
 		st.Conditions = []metav1.Condition{accepted, programmed}
 		gateways[g.key] = st
 	}
@@ -182,4 +188,28 @@ func listenerSetStatuses(g *gateway, attached []int, out map[types.NamespacedNam
 		st.Conditions = []metav1.Condition{accepted, programmed}
 		out[types.NamespacedName{Namespace: set.obj.Namespace, Name: set.obj.Name}] = st
 	}
+}
+
+// checkAddresses compares the addresses a Gateway asks for with the publish
+// Service's: konglet describes an existing Kong Service and assigns none.
+func checkAddresses(wanted []gwv1.GatewaySpecAddress, have []gwv1.GatewayStatusAddress) (unsupported, missing string) {
+	for _, a := range wanted {
+		typ := gwv1.IPAddressType
+		if a.Type != nil {
+			typ = *a.Type
+		}
+		if typ != gwv1.IPAddressType && typ != gwv1.HostnameAddressType {
+			return fmt.Sprintf("address type %s is not supported: konglet reports the addresses of the publish Service", typ), ""
+		}
+		found := false
+		for _, h := range have {
+			if (h.Type == nil && typ == gwv1.IPAddressType || h.Type != nil && *h.Type == typ) && (a.Value == "" || h.Value == a.Value) {
+				found = true
+			}
+		}
+		if !found && missing == "" {
+			missing = fmt.Sprintf("address %s %q is not an address of the publish Service, and konglet assigns none (it serves an existing Kong Service)", typ, a.Value)
+		}
+	}
+	return "", missing
 }
