@@ -15,9 +15,11 @@ import (
 // only in part are not claimed: redirects that keep the request's hostname
 // (Kong's redirect plugin has a fixed location) and CORS (Kong's cors
 // plugin answers preflights differently from the Gateway API).
-// GatewayHTTPListenerIsolation needs the expressions router (exclusions and
-// net.dst.port) and the Host normalizer (hostplugin.go): without it a Host
-// header can name another listener's port or slip past an exclusion.
+// GatewayHTTPListenerIsolation needs the Host normalizer (hostplugin.go):
+// without it a Host header can name another listener's port or slip past an
+// exclusion. The expressions router excludes the hostnames of more specific
+// listeners; the traditional one has no negation, so konglet answers their
+// requests with 404 routes ranked between the listeners' (traditional.go).
 func supportedFeatures(kong snapshot.Kong) []gwv1.SupportedFeature {
 	names := []features.FeatureName{
 		features.SupportGateway, features.SupportReferenceGrant,
@@ -30,9 +32,9 @@ func supportedFeatures(kong snapshot.Kong) []gwv1.SupportedFeature {
 	}
 	if kong.RouterFlavor == snapshot.RouterExpressions {
 		names = append(names, features.SupportHTTPRouteQueryParamMatching)
-		if kong.LuaAllowed() {
-			names = append(names, features.SupportGatewayHTTPListenerIsolation)
-		}
+	}
+	if kong.LuaAllowed() {
+		names = append(names, features.SupportGatewayHTTPListenerIsolation)
 	}
 	slices.Sort(names)
 	out := make([]gwv1.SupportedFeature, len(names))

@@ -92,14 +92,15 @@ func (l *listener) status(attachedRoutes int) gwv1.ListenerStatus {
 // routerNote says, on the Gateway, what Kong's router flavor cannot do, and
 // where listeners could be isolated, whether Kong lets konglet do it.
 func (t *translator) routerNote(g *gateway) string {
+	var notes []string
 	if t.snap.Kong.RouterFlavor != snapshot.RouterExpressions {
-		return fmt.Sprintf("Kong's router_flavor is %s: listeners are not isolated from each other, precedence between routes is approximate and query parameter matches are refused; set router_flavor=expressions for full Gateway API semantics",
-			t.snap.Kong.RouterFlavor)
+		notes = append(notes, fmt.Sprintf("Kong's router_flavor is %s: query parameter matches are refused, and routes of listeners without a hostname match on every port (its traditional fields can carry a port only with a hostname); set router_flavor=expressions for full Gateway API semantics",
+			t.snap.Kong.RouterFlavor))
 	}
-	if t.hostsNormalized() || httpListeners(g) < 2 {
-		return ""
+	if !t.hostsNormalized() && httpListeners(g) >= 2 {
+		notes = append(notes, "listeners are not isolated from each other: Kong's router takes the port from the Host header and keeps a trailing dot, and konglet's pre-function plugin that removes both cannot run (pre-function is not enabled, or untrusted_lua is off); enable pre-function with untrusted_lua=sandbox")
 	}
-	return "listeners are not isolated from each other: Kong's router takes the port from the Host header and keeps a trailing dot, and konglet's pre-function plugin that removes both cannot run (pre-function is not enabled, or untrusted_lua is off); enable pre-function with untrusted_lua=sandbox"
+	return joinMessages(notes)
 }
 
 // httpListeners counts the Gateway's usable HTTP and HTTPS listeners.

@@ -3,6 +3,7 @@ package translate
 import (
 	"cmp"
 	"maps"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -171,11 +172,27 @@ func renamedPlugins(plugins []*declarative.Plugin, routeName string) []*declarat
 	return out
 }
 
+// schemes are the request schemes a route's protocols let through: Kong
+// routes gRPC as http/https, and adds no protocol clause to a route that
+// accepts https alone (it answers plain HTTP with 426).
+func schemes(protocols []string) (http, https bool) {
+	if len(protocols) == 1 && protocols[0] == "https" {
+		return true, true
+	}
+	for _, p := range protocols {
+		http = http || p == "http" || p == "grpc"
+		https = https || p == "https" || p == "grpcs"
+	}
+	return http, https
+}
+
 // mayOverlap tells whether one request can match both routes; it answers
 // yes when unsure.
 func mayOverlap(x, y *kongRoute) bool {
 	a, b := x.route, y.route
-	if !slices.ContainsFunc(a.Protocols, func(p string) bool { return slices.Contains(b.Protocols, p) }) {
+	ah, as := schemes(a.Protocols)
+	bh, bs := schemes(b.Protocols)
+	if !(ah && bh || as && bs) {
 		return false
 	}
 	if len(a.Methods) > 0 && len(b.Methods) > 0 && !slices.ContainsFunc(a.Methods, func(m string) bool { return slices.Contains(b.Methods, m) }) {
@@ -234,4 +251,46 @@ func pathsMeet(x, y *kongRoute) bool {
 func underPrefix(path, prefix string) bool {
 	prefix = strings.TrimSuffix(prefix, "/")
 	return prefix == "" || path == prefix || strings.HasPrefix(path, prefix+"/")
+}
+
+// isolationService answers 404, with Kong's own message, for the requests
+// of a listener's hostname that no route of that listener matches: without
+// it the traditional router, which has no negation, would hand them to the
+// routes of a broader listener on the same port (Gateway API listener
+// isolation). Each of its routes ranks below every route of its listener
+// and, through rankTraditional's conjunctions, above the broader ones.
+func (t *translator) isolationService(gws []*gateway, ports listenerPorts) (*declarative.Service, []*kongRoute) {
+	svc := &declarative.Service{Name: "listener-isolation.konglet", Host: noBackendHost}
+	var kongRoutes []*kongRoute
+	seen := map[string]bool{}
+	prefix := gwv1.HTTPPathMatch{Type: ptr(gwv1.PathMatchPathPrefix), Value: ptr("/")}
+	for _, l := range allListeners(gws) {
+		if !l.usable() || (l.kongProtocol != "http" && l.kongProtocol != "https") {
+			continue
+		}
+		host := hostnameOf(l.spec.Hostname)
+		if !slices.ContainsFunc(ports.hosts[l.spec.Port], func(other string) bool {
+			return hostSpecificity(other) < hostSpecificity(host) && covers(other, host)
+		}) {
+			continue // no broader listener on the port
+		}
+		kongHost := host
+		if len(ports.ofProtocol[l.kongProtocol]) > 1 || l.kongProtocol == "https" && len(ports.ofProtocol["http"]) > 0 {
+			kongHost += ":" + strconv.Itoa(l.dstPort)
+		}
+		name := "isolation." + l.kongProtocol + "." + strings.ReplaceAll(kongHost, "*", "wildcard")
+		name = strings.ReplaceAll(name, ":", ".")
+		if seen[name] {
+			continue
+		}
+		seen[name] = true
+		r := &declarative.Route{Name: name, Protocols: []string{l.kongProtocol}, Hosts: []string{kongHost}, Paths: []string{"~/"},
+			StripPath: &no, PreserveHost: &yes,
+			Plugins: []*declarative.Plugin{{ID: declarative.ID("plugin", name, "request-termination"), Name: "request-termination",
+				Config: map[string]any{"status_code": 404, "message": "no Route matched with those values"}}}}
+		svc.Routes = append(svc.Routes, r)
+		kongRoutes = append(kongRoutes, &kongRoute{route: r, class: precedenceClass(host, gwv1.HTTPRouteMatch{Path: &prefix}),
+			order: routeOrder{route: math.MaxInt}, path: prefix})
+	}
+	return svc, kongRoutes
 }

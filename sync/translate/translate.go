@@ -105,7 +105,8 @@ func (t *translator) assemble(routes mergedRoutes, gateways []*gateway) *declara
 	if t.snap.Kong.RouterFlavor == snapshot.RouterExpressions {
 		assignPriorities(routes.kongRoutes)
 	} else {
-		services = rankTraditional(routes.kongRoutes, services)
+		isolation, terminators := t.isolationService(gateways, listenerPortsOf(gateways))
+		services = rankTraditional(append(slices.Clip(routes.kongRoutes), terminators...), append(slices.Clip(services), isolation))
 	}
 	cfg := &declarative.Config{FormatVersion: declarative.FormatVersion}
 	slices.SortFunc(services, func(a, b *declarative.Service) int { return cmp.Compare(a.Name, b.Name) })
