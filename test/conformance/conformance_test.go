@@ -223,7 +223,9 @@ func TestConformance(t *testing.T) {
 	}
 	// The suite reports only once its run is over, which its own cleanup
 	// of t marks: this cleanup, registered first, runs after it.
-	t.Cleanup(func() { writeReports(t, cSuite, results, reports, flavor, claimed, supported, profiles, opts.RunTest != "") })
+	t.Cleanup(func() {
+		writeReports(t, cSuite, results, reports, flavor, claimed, supported, profiles, opts.RunTest != "")
+	})
 	cSuite.Setup(t, tests.ConformanceTests)
 	if err := cSuite.Run(t, tests.ConformanceTests); err != nil {
 		t.Error(err)
