@@ -77,9 +77,12 @@ func (t *translator) finishGateways(gws []*gateway, attached []int) (map[types.N
 // has the same fields) with the number of routes attached to it.
 func (l *listener) status(attachedRoutes int) gwv1.ListenerStatus {
 	programmed := condition(string(gwv1.ListenerConditionProgrammed), true, string(gwv1.ListenerReasonProgrammed), "", l.generation)
-	if !l.usable() {
+	switch {
+	case !l.usable():
 		programmed = condition(string(gwv1.ListenerConditionProgrammed), false, string(gwv1.ListenerReasonInvalid),
 			"the listener is not accepted, conflicts with another, or has unresolved references", l.generation)
+	case l.certConflict != "":
+		programmed = condition(string(gwv1.ListenerConditionProgrammed), false, string(gwv1.ListenerReasonInvalid), l.certConflict, l.generation)
 	}
 	return gwv1.ListenerStatus{
 		Name:           l.spec.Name,

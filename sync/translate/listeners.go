@@ -60,6 +60,9 @@ type listener struct {
 	// asksClientCerts marks an HTTPS listener refused because the Gateway
 	// asks client certificates on its port.
 	asksClientCerts bool
+	// certConflict says why Kong serves another listener's certificates
+	// for this listener's hostname (set by certificates).
+	certConflict string
 }
 
 // attachable tells whether routes attach to the listener (and count in its

@@ -87,8 +87,9 @@ func (t *translator) run(kept *keptRoutes) Result {
 	gateways := t.buildGateways()
 	ports := listenerPortsOf(gateways)
 	routes := t.translateRoutes(rankedRoutes(t.snap), gateways, ports, kept)
+	certs := certificates(gateways) // before statuses: it finds conflicts
 	gatewayStatuses, listenerSetStatuses := t.finishGateways(gateways, routes.attached)
-	cfg := t.assemble(routes, gateways)
+	cfg := t.assemble(routes, gateways, certs)
 	return Result{Config: cfg, Status: Status{
 		GatewayClasses: classes,
 		Gateways:       gatewayStatuses,
@@ -99,7 +100,7 @@ func (t *translator) run(kept *keptRoutes) Result {
 
 // assemble builds Kong's configuration from the routes' entities and the
 // listeners' certificates.
-func (t *translator) assemble(routes mergedRoutes, gateways []*gateway) *declarative.Config {
+func (t *translator) assemble(routes mergedRoutes, gateways []*gateway, certs []*declarative.Certificate) *declarative.Config {
 	// Priorities depend on every route that shares a precedence class.
 	services := routes.services
 	if t.snap.Kong.RouterFlavor == snapshot.RouterExpressions {
@@ -121,7 +122,7 @@ func (t *translator) assemble(routes mergedRoutes, gateways []*gateway) *declara
 		cfg.Upstreams = append(cfg.Upstreams, u)
 	}
 	slices.SortFunc(cfg.Upstreams, func(a, b *declarative.Upstream) int { return cmp.Compare(a.Name, b.Name) })
-	cfg.Certificates = certificates(gateways)
+	cfg.Certificates = certs
 	cfg.Plugins = t.globalPlugins(routes.kongRoutes)
 	return cfg
 }
