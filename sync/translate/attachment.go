@@ -72,7 +72,18 @@ func sameParentRef(a, b gwv1.ParentReference) bool {
 		}
 		return string(*p)
 	}
-	return a.Name == b.Name && ns(a.Namespace) == ns(b.Namespace) && str(a.SectionName) == str(b.SectionName) && port(a.Port) == port(b.Port)
+	// A Gateway and a ListenerSet may share a name: the kind tells them apart.
+	kind := func(p gwv1.ParentReference) string {
+		group, kind := gwv1.GroupName, kindGateway
+		if p.Group != nil {
+			group = string(*p.Group)
+		}
+		if p.Kind != nil {
+			kind = string(*p.Kind)
+		}
+		return group + "/" + kind
+	}
+	return a.Name == b.Name && kind(a) == kind(b) && ns(a.Namespace) == ns(b.Namespace) && str(a.SectionName) == str(b.SectionName) && port(a.Port) == port(b.Port)
 }
 
 // attach finds the listeners that accept the route through ref and records

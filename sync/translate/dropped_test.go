@@ -85,3 +85,55 @@ spec:
 		}
 	}
 }
+
+// TestParentRefsOfOneNameAndTwoKinds: a Gateway and a ListenerSet of one
+// name are two parents, each with its status.
+func TestParentRefsOfOneNameAndTwoKinds(t *testing.T) {
+	objects := `
+apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {name: konglet}
+spec: {controllerName: konglet.dev/gateway-controller}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: shared, namespace: ns}
+spec:
+  gatewayClassName: konglet
+  allowedListeners: {namespaces: {from: Same}}
+  listeners: [{name: http, protocol: HTTP, port: 80, hostname: gw.example.com}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: ListenerSet
+metadata: {name: shared, namespace: ns}
+spec:
+  parentRef: {name: shared}
+  listeners: [{name: http, protocol: HTTP, port: 80, hostname: set.example.com}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: app, namespace: ns}
+spec: {ports: [{port: 80}]}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: both, namespace: ns}
+spec:
+  parentRefs: [{name: shared, sectionName: http}, {kind: ListenerSet, name: shared, sectionName: http}]
+  rules: [{backendRefs: [{name: app, port: 80}]}]
+`
+	var objs snapshot.Objects
+	if err := objs.Decode(strings.NewReader(objects), "kinds"); err != nil {
+		t.Fatal(err)
+	}
+	res := translate.Translate(objs.Build(snapshot.DefaultControllerName, nil, types.NamespacedName{}, snapshot.DefaultKong(snapshot.RouterExpressions)), nil)
+	parents := res.Status.Routes[translate.ObjectRef{Group: gwv1.GroupName, Kind: "HTTPRoute", Namespace: "ns", Name: "both"}]
+	if len(parents) != 2 {
+		t.Fatalf("%d parent statuses, want 2: %+v", len(parents), parents)
+	}
+	for _, p := range parents {
+		if c := p.Conditions[0]; c.Type != "Accepted" || c.Status != "True" {
+			t.Errorf("parent %v: %+v", p.ParentRef, c)
+		}
+	}
+}
