@@ -114,6 +114,9 @@ func (t *translator) attach(r route, listeners []*listener, ref gwv1.ParentRefer
 		if !kindAllowed(l, r.kind) || !t.namespaceAllowed(l, r.meta.Namespace) {
 			if !attached && reason != string(gwv1.RouteReasonNoMatchingListenerHostname) {
 				reason, message = string(gwv1.RouteReasonNotAllowedByListeners), fmt.Sprintf("listener %q does not allow this route", l.spec.Name)
+				if r.grpc() && l.kongProtocol == "http" && !l.listen.HTTP2 {
+					message = fmt.Sprintf("listener %q takes no GRPCRoute: gRPC without TLS needs HTTP/2 on Kong's listen %d (add http2 to that proxy_listen)", l.spec.Name, l.listen.Port)
+				}
 			}
 			continue
 		}
@@ -126,11 +129,6 @@ func (t *translator) attach(r route, listeners []*listener, ref gwv1.ParentRefer
 			// One TCP or UDP listener forwards to one route: the oldest.
 			reason, message = string(gwv1.RouteReasonNotAllowedByListeners),
 				fmt.Sprintf("listener %q already forwards to an older %s; Kong cannot tell their connections apart", l.spec.Name, r.kind)
-			continue
-		}
-		if r.grpc() && l.kongProtocol == "http" && !l.listen.HTTP2 {
-			reason, message = string(gwv1.RouteReasonUnsupportedValue),
-				fmt.Sprintf("gRPC without TLS needs HTTP/2 on Kong's listen %d: add http2 to that proxy_listen", l.listen.Port)
 			continue
 		}
 		attached = true
