@@ -137,3 +137,45 @@ spec:
 		}
 	}
 }
+
+// TestHTTPRouteAndGRPCRouteShareAHostname: of an HTTPRoute and a GRPCRoute
+// on one listener with a common hostname, only the oldest is accepted;
+// without a common hostname both are, and a Memo follows the change.
+func TestHTTPRouteAndGRPCRouteShareAHostname(t *testing.T) {
+	grpc := func(hostname string) string {
+		return `---
+apiVersion: gateway.networking.k8s.io/v1
+kind: GRPCRoute
+metadata: {name: grpc, namespace: ns, creationTimestamp: "2026-02-01T00:00:00Z"}
+spec:
+  parentRefs: [{name: gw}]
+  hostnames: [` + hostname + `]
+  rules: [{backendRefs: [{name: app, port: 80}]}]
+`
+	}
+	http := route("ns", "web", "2026-01-01T00:00:00Z", "['*.example.com']", "  - matches: [{path: {value: /}}]\n"+backend)
+	accepted := func(res translate.Result, kind, name string) string {
+		for _, p := range res.Status.Routes[translate.ObjectRef{Group: gwv1.GroupName, Kind: kind, Namespace: "ns", Name: name}] {
+			return string(p.Conditions[0].Status)
+		}
+		return "none"
+	}
+	var memo translate.Memo
+	for _, c := range []struct{ grpcHost, want string }{{"api.example.com", "False"}, {"api.example.org", "True"}} {
+		var objs snapshot.Objects
+		if err := objs.Decode(strings.NewReader(precedenceBase+http+grpc(c.grpcHost)), "kinds"); err != nil {
+			t.Fatal(err)
+		}
+		kong := snapshot.DefaultKong(snapshot.RouterExpressions)
+		kong.ProxyListens[0].HTTP2 = true
+		snap := objs.Build(snapshot.DefaultControllerName, nil, types.NamespacedName{}, kong)
+		for _, res := range []translate.Result{translate.Translate(snap, nil), memo.Translate(snap, nil)} {
+			if got := accepted(res, "HTTPRoute", "web"); got != "True" {
+				t.Errorf("GRPCRoute for %s: HTTPRoute Accepted %s", c.grpcHost, got)
+			}
+			if got := accepted(res, "GRPCRoute", "grpc"); got != c.want {
+				t.Errorf("GRPCRoute for %s: GRPCRoute Accepted %s, want %s", c.grpcHost, got, c.want)
+			}
+		}
+	}
+}
