@@ -185,6 +185,26 @@ func TestPathNormalizationDecodesOthers(t *testing.T) {
 	})
 }
 
+// TestUnderscoreHeaders follows lua-resty-core's header table, which
+// fields.lua reads: http.headers.x_env is an X_Env header if the request
+// has one (nginx keeps underscores: Kong sets underscores_in_headers), else
+// X-Env; the traditional headers field reads the same.
+func TestUnderscoreHeaders(t *testing.T) {
+	for _, flavor := range []string{"expressions", "traditional_compatible"} {
+		d := newDouble(t, kongdouble.Options{RouterFlavor: flavor})
+		r := M{"expression": `any(http.headers.x_env) == "prod"`}
+		if flavor != "expressions" {
+			r = M{"headers": M{"X_Env": L{"prod"}}}
+		}
+		load(t, d, config(M{"services": L{svc("s", "backend", route("underscore", r))}}))
+		checkRoutes(t, d, []routeCase{
+			{flavor + ": underscore", kongdouble.Request{Host: "a", Path: "/", Headers: hdr("X_Env", "prod")}, "underscore"},
+			{flavor + ": dash", kongdouble.Request{Host: "a", Path: "/", Headers: hdr("X-Env", "prod")}, "underscore"},
+			{flavor + ": underscore first", kongdouble.Request{Host: "a", Path: "/", Headers: hdr("X_Env", "dev", "X-Env", "prod")}, ""},
+		})
+	}
+}
+
 func TestDecision(t *testing.T) {
 	d := newDouble(t, kongdouble.Options{})
 	load(t, d, config(M{
