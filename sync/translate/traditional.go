@@ -37,8 +37,8 @@ func keyOf(r *declarative.Route) kongKey {
 	return k
 }
 
-func (a kongKey) less(b kongKey) bool {
-	return cmp.Or(cmp.Compare(a.weight, b.weight), cmp.Compare(a.plainHosts, b.plainHosts), cmp.Compare(a.headers, b.headers)) < 0
+func (a kongKey) compare(b kongKey) int {
+	return cmp.Or(cmp.Compare(a.weight, b.weight), cmp.Compare(a.plainHosts, b.plainHosts), cmp.Compare(a.headers, b.headers))
 }
 
 // maxConjunctions bounds the routes rankTraditional adds, per route given.
@@ -79,40 +79,60 @@ func rankTraditional(kongRoutes []*kongRoute, services []*declarative.Service) [
 		base[kr.route] = kr.route.Name
 		seen[conjunctionKey(kr.route.Name, kr.route)] = true
 	}
+	// Only a pair whose less preferred route has more of Kong's fields
+	// needs a conjunction: routes are grouped by those fields.
+	keys := make(map[*kongRoute]kongKey, len(http))
+	groups := map[kongKey][]*kongRoute{}
+	for _, kr := range http {
+		k := keyOf(kr.route)
+		keys[kr], groups[k] = k, append(groups[k], kr)
+	}
 	budget := maxConjunctions * len(http)
 	for changed := true; changed && budget > 0; {
 		changed = false
-		for i := 0; i < len(http) && budget > 0; i++ {
-			x := http[i]
-			kx := keyOf(x.route)
-			for _, y := range http[i+1:] {
-				if byPrecedence(x, y) >= 0 || !kx.less(keyOf(y.route)) || !mayOverlap(x, y) {
+		var fresh []*kongRoute
+		// Sorted, so that copies are made, and named, in the same order
+		// on every replica.
+		order := slices.SortedFunc(maps.Keys(groups), kongKey.compare)
+		for _, x := range http {
+			for _, k := range order {
+				if keys[x].compare(k) >= 0 {
 					continue
 				}
-				c := conjunction(x, y)
-				key := conjunctionKey(base[x.route], c.route)
-				if seen[key] {
-					continue
+				for _, y := range groups[k] {
+					if budget == 0 || byPrecedence(x, y) >= 0 || !mayOverlap(x, y) {
+						continue
+					}
+					c := conjunction(x, y)
+					key := conjunctionKey(base[x.route], c.route)
+					if seen[key] {
+						continue
+					}
+					seen[key] = true
+					svc := owner[x.route]
+					base[c.route] = base[x.route]
+					c.route.Name = base[x.route] + "-" + strconv.Itoa(len(added[svc])+1)
+					c.route.Plugins = renamedPlugins(x.route.Plugins, c.route.Name)
+					owner[c.route] = svc
+					added[svc] = append(added[svc], c.route)
+					keys[c] = keyOf(c.route)
+					fresh = append(fresh, c)
+					budget--
+					changed = true
 				}
-				seen[key] = true
-				svc := owner[x.route]
-				base[c.route] = base[x.route]
-				c.route.Name = base[x.route] + "-" + strconv.Itoa(len(added[svc])+1)
-				c.route.Plugins = renamedPlugins(x.route.Plugins, c.route.Name)
-				owner[c.route] = svc
-				added[svc] = append(added[svc], c.route)
-				http = append(http, c)
-				budget--
-				changed = true
 			}
 		}
+		for _, c := range fresh {
+			groups[keys[c]] = append(groups[keys[c]], c)
+		}
+		http = append(http, fresh...)
 		slices.SortStableFunc(http, byPrecedence)
 	}
 	// regex_priority counts down from the most preferred route of each
 	// set of equal fields (routes beyond 4096 of one set tie at 0).
 	next := map[kongKey]int{}
 	for _, kr := range http {
-		k := keyOf(kr.route)
+		k := keys[kr]
 		kr.route.RegexPrio = int64(max(maxRegexPriority-next[k], 0))
 		next[k]++
 	}
