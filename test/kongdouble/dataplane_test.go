@@ -358,19 +358,18 @@ func TestDataPlaneCertAlt(t *testing.T) {
 	s.TLS = dp.TLSConfig()
 	s.StartTLS()
 	t.Cleanup(s.Close)
+	base := s.Client().Transport.(*http.Transport)
 	for want, suites := range map[string][]uint16{
 		"ecdsa": nil,
 		"rsa":   {tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256},
 	} {
-		c := s.Client()
-		tr := c.Transport.(*http.Transport).Clone()
+		tr := base.Clone()
 		tr.TLSClientConfig.InsecureSkipVerify = true
 		tr.TLSClientConfig.ServerName = "secure.example.com"
 		if suites != nil {
 			tr.TLSClientConfig.MaxVersion, tr.TLSClientConfig.CipherSuites = tls.VersionTLS12, suites
 		}
-		c.Transport = tr
-		res, err := c.Get(s.URL + "/")
+		res, err := (&http.Client{Transport: tr}).Get(s.URL + "/")
 		if err != nil {
 			t.Fatalf("%s: %v", want, err)
 		}
