@@ -17,7 +17,8 @@ func TestFieldsNotServedAreSaid(t *testing.T) {
 	objects := precedenceBase +
 		route("ns", "sticky", "", "[]", "  - matches: [{path: {value: /a}}]\n    sessionPersistence: {sessionName: s}\n"+backend+
 			"  - matches: [{path: {value: /b}}]\n"+backend) +
-		route("ns", "timeout", "", "[]", "  - timeouts: {request: 5s}\n"+backend)
+		route("ns", "timeout", "", "[]", "  - timeouts: {request: 5s}\n"+backend) +
+		route("ns", "half", "", "[]", "  - backendRefs: [{name: app, port: 80}, {name: missing, port: 80}]\n")
 	var objs snapshot.Objects
 	if err := objs.Decode(strings.NewReader(objects), "dropped"); err != nil {
 		t.Fatal(err)
@@ -39,6 +40,9 @@ func TestFieldsNotServedAreSaid(t *testing.T) {
 	}
 	if got := conditionOf("timeout", string(gwv1.RouteConditionAccepted)); !strings.HasPrefix(got, "True Accepted: rule 0: timeouts.request is served as Kong's read and write timeouts") {
 		t.Errorf("timeout: Accepted %q", got)
+	}
+	if got := conditionOf("half", string(gwv1.RouteConditionResolvedRefs)); !strings.Contains(got, "rule 0: the usable backendRefs take the share of those that do not resolve") {
+		t.Errorf("half: ResolvedRefs %q", got)
 	}
 }
 

@@ -233,6 +233,11 @@ func resolvedRefsCondition(rules []ruleResult, gen int64) metav1.Condition {
 			}
 			msgs = append(msgs, fmt.Sprintf("rule %d: %s", r.index, p.message))
 		}
+		if len(r.refProblems) > 0 && len(r.backends) > 0 {
+			// Gateway API wants their share answered 500: Kong balances
+			// over targets (hosts), and has no weighted local answer.
+			msgs = append(msgs, fmt.Sprintf("rule %d: the usable backendRefs take the share of those that do not resolve (Kong cannot answer 500 for a share of requests)", r.index))
+		}
 	}
 	if reason == "" {
 		return condition(string(gwv1.RouteConditionResolvedRefs), true, string(gwv1.RouteReasonResolvedRefs), "", gen)
