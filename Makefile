@@ -28,12 +28,14 @@ $(BIN)/etcd:
 $(BIN)/kube-controller-manager:
 	cd test/tools/kube-controller-manager && $(GO) build -ldflags "-X k8s.io/component-base/version.gitVersion=v1.37.2" -o $(CURDIR)/$@ .
 
-## test: formatting, vet, and every test with the race detector, against a real API server
-## (test/chart renders the real Kong chart, ../shared/charts/kong or $$KONG_CHART, and skips without it)
+## test: formatting, vet, every test with the race detector against a real API server, the real Kong chart
+## rendered (test/chart: ../shared/charts/kong or $$KONG_CHART, skipped without it), the OCI image, then the
+## upstream conformance suite in both Kong router flavors (binds 127.0.1.N:80/443: root or CAP_NET_BIND_SERVICE)
 test: lint tools image-oci
 	$(GO) test -race -count=1 -timeout 20m ./...
 	cd test/chart && $(GO) test -race -count=1 -timeout 10m .
 	cd test/tools/image && KONGLET_OCI=$(CURDIR)/$(OCI_TAR) $(GO) test -race -count=1 .
+	$(MAKE) conformance
 
 ## lint: gofmt and go vet
 lint:
@@ -53,10 +55,14 @@ fuzz:
 bench: tools
 	$(GO) test -tags bench -run '^TestBench$$' -count=1 -timeout 30m -v ./test/bench
 
-## conformance: the upstream Gateway API conformance suite (GATEWAY-HTTP, -GRPC, -TLS, -TCP, -UDP) against konglet, a few minutes;
-## binds :80 and :443 on 127.0.1.N (root or CAP_NET_BIND_SERVICE); report in test/conformance/reports/
+## conformance: the upstream Gateway API conformance suite (GATEWAY-HTTP, -GRPC, -TLS, -TCP, -UDP) against konglet,
+## once per Kong router flavor (KONGLET_CONFORMANCE_ROUTER), a minute or two each; binds :80 and :443 on 127.0.1.N
+## (root or CAP_NET_BIND_SERVICE); reports per flavor in test/conformance/reports/
+CONFORMANCE_ROUTERS ?= expressions traditional_compatible
 conformance: tools $(BIN)/kube-controller-manager
-	cd test/conformance && $(GO) test -count=1 -timeout 60m -run TestConformance .
+	for router in $(CONFORMANCE_ROUTERS); do \
+		(cd test/conformance && KONGLET_CONFORMANCE_ROUTER=$$router $(GO) test -count=1 -timeout 30m -run TestConformance .) || exit 1; \
+	done
 
 ## image-oci: the container image without a Docker engine, as an OCI layout tarball ($(OCI_TAR)):
 ## a static konglet on an empty base, user 65532, entrypoint /konglet. Load or push it with

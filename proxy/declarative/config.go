@@ -92,11 +92,15 @@ type Target struct {
 
 // Certificate is a TLS certificate with the server names it serves.
 type Certificate struct {
-	ID   string   `json:"id"`
-	Cert string   `json:"cert"`
-	Key  string   `json:"key"`
-	Tags []string `json:"tags,omitempty"`
-	SNIs []*SNI   `json:"snis,omitempty"`
+	ID   string `json:"id"`
+	Cert string `json:"cert"`
+	Key  string `json:"key"`
+	// CertAlt and KeyAlt are a second certificate of another key type
+	// (RSA and ECDSA): Kong serves the one the client supports.
+	CertAlt string   `json:"cert_alt,omitempty"`
+	KeyAlt  string   `json:"key_alt,omitempty"`
+	Tags    []string `json:"tags,omitempty"`
+	SNIs    []*SNI   `json:"snis,omitempty"`
 }
 
 // SNI binds a server name to the certificate it is nested in.

@@ -241,6 +241,8 @@ func (e *encoder) certificate(c *Certificate) {
 	e.str(c.ID)
 	e.strField("cert", c.Cert, false)
 	e.strField("key", c.Key, false)
+	e.strField("cert_alt", c.CertAlt, true)
+	e.strField("key_alt", c.KeyAlt, true)
 	e.strings("tags", c.Tags, true)
 	list(e, "snis", c.SNIs, func(sni *SNI) {
 		e.raw(`{"id":`)

@@ -72,7 +72,18 @@ func sameParentRef(a, b gwv1.ParentReference) bool {
 		}
 		return string(*p)
 	}
-	return a.Name == b.Name && ns(a.Namespace) == ns(b.Namespace) && str(a.SectionName) == str(b.SectionName) && port(a.Port) == port(b.Port)
+	// A Gateway and a ListenerSet may share a name: the kind tells them apart.
+	kind := func(p gwv1.ParentReference) string {
+		group, kind := gwv1.GroupName, kindGateway
+		if p.Group != nil {
+			group = string(*p.Group)
+		}
+		if p.Kind != nil {
+			kind = string(*p.Kind)
+		}
+		return group + "/" + kind
+	}
+	return a.Name == b.Name && kind(a) == kind(b) && ns(a.Namespace) == ns(b.Namespace) && str(a.SectionName) == str(b.SectionName) && port(a.Port) == port(b.Port)
 }
 
 // attach finds the listeners that accept the route through ref and records
@@ -80,7 +91,7 @@ func sameParentRef(a, b gwv1.ParentReference) bool {
 // once (a route that names a listener through two parentRefs counts once
 // in its attachedRoutes), and the reason when none accepts it.
 // attachedBefore counts the routes of lower rank on each listener.
-func (t *translator) attach(r route, listeners []*listener, ref gwv1.ParentReference, where attachment, attachedTo, attachedBefore []int) (_ []int, reason, message string) {
+func (t *translator) attach(r route, listeners []*listener, ref gwv1.ParentReference, where attachment, attachedTo, attachedBefore []int, lostOn map[int]string) (_ []int, reason, message string) {
 	var candidates []*listener
 	for _, l := range listeners {
 		if ref.SectionName != nil && l.spec.Name != *ref.SectionName {
@@ -103,6 +114,9 @@ func (t *translator) attach(r route, listeners []*listener, ref gwv1.ParentRefer
 		if !kindAllowed(l, r.kind) || !t.namespaceAllowed(l, r.meta.Namespace) {
 			if !attached && reason != string(gwv1.RouteReasonNoMatchingListenerHostname) {
 				reason, message = string(gwv1.RouteReasonNotAllowedByListeners), fmt.Sprintf("listener %q does not allow this route", l.spec.Name)
+				if r.grpc() && l.kongProtocol == "http" && !l.listen.HTTP2 {
+					message = fmt.Sprintf("listener %q takes no GRPCRoute: gRPC without TLS needs HTTP/2 on Kong's listen %d (add http2 to that proxy_listen)", l.spec.Name, l.listen.Port)
+				}
 			}
 			continue
 		}
@@ -111,9 +125,9 @@ func (t *translator) attach(r route, listeners []*listener, ref gwv1.ParentRefer
 			reason, message = string(gwv1.RouteReasonNoMatchingListenerHostname), fmt.Sprintf("no hostname of the route matches listener %q", l.spec.Name)
 			continue
 		}
-		if r.grpc() && l.kongProtocol == "http" && !l.listen.HTTP2 {
-			reason, message = string(gwv1.RouteReasonUnsupportedValue),
-				fmt.Sprintf("gRPC without TLS needs HTTP/2 on Kong's listen %d: add http2 to that proxy_listen", l.listen.Port)
+		if winner, lost := lostOn[l.index]; lost {
+			reason, message = string(gwv1.RouteReasonNotAllowedByListeners),
+				fmt.Sprintf("listener %q serves %s, older, for a hostname of this route: of an HTTPRoute and a GRPCRoute with a common hostname, Gateway API accepts the oldest", l.spec.Name, winner)
 			continue
 		}
 		attached = true
@@ -173,4 +187,57 @@ func (t *translator) namespaceAllowed(l *listener, ns string) bool {
 		return err == nil && sel.Matches(labels.Set(namespace.Labels))
 	}
 	return false
+}
+
+// kindConflicts finds, for each HTTPRoute and GRPCRoute (routes are ranked
+// oldest first), the listeners where an older accepted route of the other
+// kind shares a hostname with it, each with that route's name: Gateway API
+// accepts only the oldest of the two there.
+func kindConflicts(routes []route, gws []*gateway, allowed func(*listener, string) bool) map[*metav1.ObjectMeta]map[int]string {
+	type claim struct {
+		kind  gwv1.Kind
+		hosts []string
+		name  string
+	}
+	claims := map[int][]claim{}
+	var out map[*metav1.ObjectMeta]map[int]string
+	for _, r := range routes {
+		if r.kind != kindHTTPRoute && r.kind != kindGRPCRoute {
+			continue
+		}
+		for _, ref := range r.parentRefs {
+			listeners, _ := parentListeners(gws, r.meta.Namespace, ref)
+			for _, l := range listeners {
+				if ref.SectionName != nil && l.spec.Name != *ref.SectionName || ref.Port != nil && l.spec.Port != *ref.Port ||
+					!l.attachable() || !kindAllowed(l, r.kind) || !allowed(l, r.meta.Namespace) {
+					continue
+				}
+				hosts, ok := intersectHostnames(l.spec.Hostname, r.hostnames)
+				if !ok {
+					continue
+				}
+				winner := slices.IndexFunc(claims[l.index], func(c claim) bool { return c.kind != r.kind && hostsShared(c.hosts, hosts) })
+				if winner < 0 {
+					claims[l.index] = append(claims[l.index], claim{r.kind, hosts, string(r.kind) + " " + r.meta.Namespace + "/" + r.meta.Name})
+					continue
+				}
+				if out == nil {
+					out = map[*metav1.ObjectMeta]map[int]string{}
+				}
+				if out[r.meta] == nil {
+					out[r.meta] = map[int]string{}
+				}
+				out[r.meta][l.index] = claims[l.index][winner].name
+			}
+		}
+	}
+	return out
+}
+
+// hostsShared tells whether two lists of hostnames ("" for any) have a
+// hostname in common.
+func hostsShared(a, b []string) bool {
+	return slices.ContainsFunc(a, func(x string) bool {
+		return slices.ContainsFunc(b, func(y string) bool { return covers(x, y) || covers(y, x) })
+	})
 }

@@ -15,9 +15,11 @@ import (
 // only in part are not claimed: redirects that keep the request's hostname
 // (Kong's redirect plugin has a fixed location) and CORS (Kong's cors
 // plugin answers preflights differently from the Gateway API).
-// GatewayHTTPListenerIsolation needs the expressions router (exclusions and
-// net.dst.port) and the Host normalizer (hostplugin.go): without it a Host
-// header can name another listener's port or slip past an exclusion.
+// GatewayHTTPListenerIsolation needs the Host normalizer (hostplugin.go):
+// without it a Host header can name another listener's port or slip past an
+// exclusion. The expressions router excludes the hostnames of more specific
+// listeners; the traditional one has no negation, so konglet answers their
+// requests with 404 routes ranked between the listeners' (traditional.go).
 // TLSRouteModeMixed: on one ssl stream listen Kong routes on the SNI first
 // and hands the connection to its TLS terminator ("tls" routes) or passes
 // it through ("tls_passthrough"), so Terminate and Passthrough listeners
@@ -30,12 +32,13 @@ func supportedFeatures(kong snapshot.Kong) []gwv1.SupportedFeature {
 		features.SupportHTTPRouteMethodMatching, features.SupportHTTPRouteResponseHeaderModification,
 		features.SupportHTTPRouteHostRewrite, features.SupportHTTPRouteBackendTimeout,
 		features.SupportHTTPRouteParentRefPort, features.SupportHTTPRouteNamedRouteRule, features.SupportGRPCRouteNamedRouteRule,
+		features.SupportHTTPRoutePathRewrite,
 	}
 	if kong.RouterFlavor == snapshot.RouterExpressions {
-		names = append(names, features.SupportHTTPRouteQueryParamMatching, features.SupportHTTPRoutePathRewrite)
-		if kong.LuaAllowed() {
-			names = append(names, features.SupportGatewayHTTPListenerIsolation)
-		}
+		names = append(names, features.SupportHTTPRouteQueryParamMatching)
+	}
+	if kong.LuaAllowed() {
+		names = append(names, features.SupportGatewayHTTPListenerIsolation)
 	}
 	slices.Sort(names)
 	out := make([]gwv1.SupportedFeature, len(names))

@@ -12,7 +12,6 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/konglet/konglet/proxy/declarative"
-	"github.com/konglet/konglet/sync/snapshot"
 )
 
 // ruleFilters are the filters of one rule that Kong will apply: the rule's
@@ -27,17 +26,21 @@ type ruleFilters struct {
 // says which cannot, by name: a rule is never served without its filters.
 func (t *translator) collectFilters(rule routeRule) (ruleFilters, string) {
 	out := ruleFilters{filters: slices.Clone(rule.filters), timeouts: rule.timeouts}
+	// A backendRef of weight 0 gets no request, so neither do its filters.
+	served := slices.DeleteFunc(slices.Clone(rule.backendRefs), func(b gwv1.HTTPBackendRef) bool {
+		return b.Weight != nil && *b.Weight == 0
+	})
 	withFilters := 0
-	for _, b := range rule.backendRefs {
+	for _, b := range served {
 		if len(b.Filters) > 0 {
 			withFilters++
 		}
 	}
 	if withFilters > 0 {
-		if len(rule.backendRefs) > 1 {
+		if len(served) > 1 {
 			return out, "filters on one of several backendRefs are not supported by Kong (it cannot filter per target)"
 		}
-		out.filters = append(out.filters, rule.backendRefs[0].Filters...)
+		out.filters = append(out.filters, served[0].Filters...)
 	}
 	seen := map[gwv1.HTTPRouteFilterType]bool{}
 	for _, f := range out.filters {
@@ -113,8 +116,8 @@ func (t *translator) checkFilter(f gwv1.HTTPRouteFilter) string {
 
 // checkRewritePath accepts what Kong's request-transformer can do: a full
 // path, or a prefix replacement through the capture of the rest of the
-// path, which needs the expressions router (Gateway API admits
-// ReplacePrefixMatch only on PathPrefix matches).
+// path in the route's path regex, in either router flavor (Gateway API
+// admits ReplacePrefixMatch only on PathPrefix matches).
 func (t *translator) checkRewritePath(p *gwv1.HTTPPathModifier) string {
 	if p == nil {
 		return ""
@@ -125,9 +128,6 @@ func (t *translator) checkRewritePath(p *gwv1.HTTPPathModifier) string {
 		value = p.ReplaceFullPath
 	case gwv1.PrefixMatchHTTPPathModifier:
 		value = p.ReplacePrefixMatch
-		if t.snap.Kong.RouterFlavor != snapshot.RouterExpressions {
-			return fmt.Sprintf("filter URLRewrite with ReplacePrefixMatch needs Kong's expressions router (router_flavor is %s)", t.snap.Kong.RouterFlavor)
-		}
 	default:
 		return fmt.Sprintf("filter URLRewrite with path type %s is not supported", p.Type)
 	}

@@ -61,6 +61,12 @@ func (t *translator) finishGateways(gws []*gateway, attached []int) (map[types.N
 			programmed = condition(string(gwv1.GatewayConditionProgrammed), false, string(gwv1.GatewayReasonAddressNotAssigned),
 				"the publish Service has no address yet", gen)
 		}
+		if unsupported, missing := checkAddresses(g.obj.Spec.Addresses, st.Addresses); unsupported != "" {
+			accepted = condition(string(gwv1.GatewayConditionAccepted), false, string(gwv1.GatewayReasonUnsupportedAddress), unsupported, gen)
+			programmed = condition(string(gwv1.GatewayConditionProgrammed), false, string(gwv1.GatewayReasonInvalid), unsupported, gen)
+		} else if missing != "" && valid > 0 {
+			programmed = condition(string(gwv1.GatewayConditionProgrammed), false, string(gwv1.GatewayReasonAddressNotAssigned), missing, gen)
+		}
 		st.Conditions = []metav1.Condition{accepted, programmed}
 		gateways[g.key] = st
 	}
@@ -71,9 +77,12 @@ func (t *translator) finishGateways(gws []*gateway, attached []int) (map[types.N
 // has the same fields) with the number of routes attached to it.
 func (l *listener) status(attachedRoutes int) gwv1.ListenerStatus {
 	programmed := condition(string(gwv1.ListenerConditionProgrammed), true, string(gwv1.ListenerReasonProgrammed), "", l.generation)
-	if !l.usable() {
+	switch {
+	case !l.usable():
 		programmed = condition(string(gwv1.ListenerConditionProgrammed), false, string(gwv1.ListenerReasonInvalid),
 			"the listener is not accepted, conflicts with another, or has unresolved references", l.generation)
+	case l.certConflict != "":
+		programmed = condition(string(gwv1.ListenerConditionProgrammed), false, string(gwv1.ListenerReasonInvalid), l.certConflict, l.generation)
 	}
 	return gwv1.ListenerStatus{
 		Name:           l.spec.Name,
@@ -86,14 +95,15 @@ func (l *listener) status(attachedRoutes int) gwv1.ListenerStatus {
 // routerNote says, on the Gateway, what Kong's router flavor cannot do, and
 // where listeners could be isolated, whether Kong lets konglet do it.
 func (t *translator) routerNote(g *gateway) string {
+	var notes []string
 	if t.snap.Kong.RouterFlavor != snapshot.RouterExpressions {
-		return fmt.Sprintf("Kong's router_flavor is %s: listeners are not isolated from each other, precedence between routes is approximate and query parameter matches are refused; set router_flavor=expressions for full Gateway API semantics",
-			t.snap.Kong.RouterFlavor)
+		notes = append(notes, fmt.Sprintf("Kong's router_flavor is %s: query parameter matches are refused, and routes of listeners without a hostname match on every port (its traditional fields can carry a port only with a hostname); set router_flavor=expressions for full Gateway API semantics",
+			t.snap.Kong.RouterFlavor))
 	}
-	if t.hostsNormalized() || httpListeners(g) < 2 {
-		return ""
+	if !t.hostsNormalized() && httpListeners(g) >= 2 {
+		notes = append(notes, "listeners are not isolated from each other: Kong's router takes the port from the Host header and keeps a trailing dot, and konglet's pre-function plugin that removes both cannot run (pre-function is not enabled, or untrusted_lua is off); enable pre-function with untrusted_lua=sandbox")
 	}
-	return "listeners are not isolated from each other: Kong's router takes the port from the Host header and keeps a trailing dot, and konglet's pre-function plugin that removes both cannot run (pre-function is not enabled, or untrusted_lua is off); enable pre-function with untrusted_lua=sandbox"
+	return joinMessages(notes)
 }
 
 // httpListeners counts the Gateway's usable HTTP and HTTPS listeners.
@@ -182,4 +192,28 @@ func listenerSetStatuses(g *gateway, attached []int, out map[types.NamespacedNam
 		st.Conditions = []metav1.Condition{accepted, programmed}
 		out[types.NamespacedName{Namespace: set.obj.Namespace, Name: set.obj.Name}] = st
 	}
+}
+
+// checkAddresses compares the addresses a Gateway asks for with the publish
+// Service's: konglet describes an existing Kong Service and assigns none.
+func checkAddresses(wanted []gwv1.GatewaySpecAddress, have []gwv1.GatewayStatusAddress) (unsupported, missing string) {
+	for _, a := range wanted {
+		typ := gwv1.IPAddressType
+		if a.Type != nil {
+			typ = *a.Type
+		}
+		if typ != gwv1.IPAddressType && typ != gwv1.HostnameAddressType {
+			return fmt.Sprintf("address type %s is not supported: konglet reports the addresses of the publish Service", typ), ""
+		}
+		found := false
+		for _, h := range have {
+			if (h.Type == nil && typ == gwv1.IPAddressType || h.Type != nil && *h.Type == typ) && (a.Value == "" || h.Value == a.Value) {
+				found = true
+			}
+		}
+		if !found && missing == "" {
+			missing = fmt.Sprintf("address %s %q is not an address of the publish Service, and konglet assigns none (it serves an existing Kong Service)", typ, a.Value)
+		}
+	}
+	return "", missing
 }

@@ -68,6 +68,9 @@ func (t *translator) placements(where attachment, listeners listenerPorts) []pla
 		for _, p := range groups {
 			slices.Sort(p.ports)
 			slices.Sort(p.protocols)
+			// Kong matches a route that accepts only https on plain HTTP
+			// too, and answers 426: its port keeps it on its listeners.
+			p.matchPort = p.matchPort || slices.Equal(p.protocols, []string{"https"}) && len(listeners.ofProtocol["http"]) > 0
 			out = append(out, *p)
 		}
 	}
@@ -82,9 +85,6 @@ func (t *translator) placements(where attachment, listeners listenerPorts) []pla
 // port's listeners). shadowed is true when one of them owns host entirely:
 // the route is not served there at all.
 func (t *translator) exclusions(host, listenerHost string, portHosts []string) (excluded []string, shadowed bool) {
-	if t.snap.Kong.RouterFlavor != snapshot.RouterExpressions {
-		return nil, false // the Gateway's Accepted message states this limit
-	}
 	for _, other := range portHosts {
 		if other == listenerHost || hostSpecificity(other) <= hostSpecificity(listenerHost) || !covers(listenerHost, other) {
 			continue
@@ -95,6 +95,11 @@ func (t *translator) exclusions(host, listenerHost string, portHosts []string) (
 		case covers(host, other):
 			excluded = append(excluded, other)
 		}
+	}
+	if t.snap.Kong.RouterFlavor != snapshot.RouterExpressions {
+		// The traditional router has no negation: isolationService
+		// answers the more specific listeners' requests instead.
+		return nil, false
 	}
 	slices.Sort(excluded)
 	return slices.Compact(excluded), false

@@ -117,13 +117,25 @@ func (t *translator) namedContainerPort(name string) (int, bool) {
 // again after terminating or passing it (the listen port): when the two
 // differ no port can match both, and 0 says "do not match on the port".
 func (t *translator) streamDstPort(listenPort int, tls bool) int {
+	host, ok := t.hostPort(listenPort)
+	if ok && tls && host != listenPort {
+		return 0
+	}
+	return host
+}
+
+// hostPort is Kong's ctx.host_port for a listen: the host port port_maps
+// maps to it (ok), else the listen port itself. Of several host ports
+// mapped to one listen, Kong keeps the last it reads; konglet takes the
+// lowest, so that the choice does not depend on map order.
+func (t *translator) hostPort(listenPort int) (port int, ok bool) {
 	for host, container := range t.snap.Kong.PortMaps {
-		if container == listenPort {
-			if tls && host != listenPort {
-				return 0
-			}
-			return host
+		if container == listenPort && (!ok || host < port) {
+			port, ok = host, true
 		}
 	}
-	return listenPort
+	if !ok {
+		return listenPort, false
+	}
+	return port, true
 }

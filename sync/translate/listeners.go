@@ -60,6 +60,9 @@ type listener struct {
 	// asksClientCerts marks an HTTPS listener refused because the Gateway
 	// asks client certificates on its port.
 	asksClientCerts bool
+	// certConflict says why Kong serves another listener's certificates
+	// for this listener's hostname (set by certificates).
+	certConflict string
 }
 
 // attachable tells whether routes attach to the listener (and count in its
@@ -174,9 +177,22 @@ func (t *translator) checkListener(g *gateway, set *listenerSet, spec gwv1.Liste
 	if err != nil {
 		return reject(gwv1.ListenerReasonPortUnavailable, "%s", err)
 	}
-	l.listen, l.dstPort = listen, int(spec.Port)
+	l.listen = listen
 	if stream {
 		l.dstPort = t.streamDstPort(listen.Port, wantSSL)
+	} else {
+		// Kong's net.dst.port for a request (the Host normalizer drops a
+		// port the client wrote): the host port port_maps maps the listen
+		// from, else the listen port.
+		mapped, ok := t.hostPort(listen.Port)
+		l.dstPort = mapped
+		if !ok {
+			l.accepted.Message = fmt.Sprintf("Kong's listen %d has no port_maps entry, so Kong's router sees port %d, not %d: routes of this listener match port %d, and a Host header that names port %d does not reach them",
+				listen.Port, listen.Port, spec.Port, listen.Port, spec.Port)
+		}
+		if spec.Protocol == gwv1.HTTPProtocolType && !listen.HTTP2 {
+			l.withoutGRPC()
+		}
 	}
 	if listen.UDP != udp {
 		return reject(gwv1.ListenerReasonUnsupportedProtocol, "port %d reaches Kong's stream listen %d, which has udp=%t; a %s listener needs udp=%t",
@@ -293,4 +309,19 @@ func allListeners(gws []*gateway) []*listener {
 		out = append(out, g.all()...)
 	}
 	return out
+}
+
+// withoutGRPC takes GRPCRoute from the kinds of a cleartext HTTP listener
+// whose Kong listen has no http2: gRPC without TLS is HTTP/2 from the
+// first byte (h2c), which such a listen cannot read.
+func (l *listener) withoutGRPC() {
+	grpc := func(k gwv1.RouteGroupKind) bool { return k.Kind == kindGRPCRoute }
+	if !slices.ContainsFunc(l.kinds, grpc) {
+		return
+	}
+	l.kinds = slices.DeleteFunc(slices.Clone(l.kinds), grpc)
+	if l.spec.AllowedRoutes != nil && slices.ContainsFunc(l.spec.AllowedRoutes.Kinds, grpc) && l.resolvedRefs.Status == metav1.ConditionTrue {
+		l.resolvedRefs = condition(string(gwv1.ListenerConditionResolvedRefs), false, string(gwv1.ListenerReasonInvalidRouteKinds),
+			fmt.Sprintf("GRPCRoute needs HTTP/2 on Kong's listen %d (gRPC without TLS): add http2 to that proxy_listen", l.listen.Port), l.generation)
+	}
 }

@@ -21,6 +21,9 @@ type kongRoute struct {
 	// the same class are then ordered by order.
 	class uint64
 	order routeOrder
+	// path is the Gateway API path match (HTTP routes only): traditional
+	// ranking asks whether two routes can match one request.
+	path gwv1.HTTPPathMatch
 }
 
 // routeOrder breaks ties the Gateway API way: route (ranked oldest first,
@@ -89,21 +92,23 @@ func (t *translator) kongRoute(name string, place placement, m gwv1.HTTPRouteMat
 	case expressions:
 		r.Expression = httpExpression(place, m, filters)
 	default:
-		traditionalFields(r, place.host, m)
+		traditionalFields(r, place, m, filters)
 	}
+	kr := &kongRoute{route: r, class: precedenceClass(place.host, m)}
 	if !stream {
 		// strip_path and preserve_host are HTTP-only fields in Kong.
 		r.StripPath, r.PreserveHost = &no, &yes
+		kr.path = *m.Path
 	}
-	return &kongRoute{route: r, class: precedenceClass(place.host, m)}
+	return kr
 }
 
-// assignPriorities gives every Kong route a unique priority that encodes
-// the Gateway API precedence, so Kong never falls back to its id order.
-// Inside a class, expressions priorities count down from the oldest route:
-// a new route (the newest) takes the next value down and moves no other
-// route's priority, so a change stays a small change of the document.
-func (t *translator) assignPriorities(kongRoutes []*kongRoute) {
+// assignPriorities gives every expressions route a unique priority that
+// encodes the Gateway API precedence, so Kong never falls back to its id
+// order. Inside a class, priorities count down from the oldest route: a new
+// route (the newest) takes the next value down and moves no other route's
+// priority, so a change stays a small change of the document.
+func assignPriorities(kongRoutes []*kongRoute) {
 	slices.SortFunc(kongRoutes, func(a, b *kongRoute) int {
 		return cmp.Or(cmp.Compare(a.class, b.class), a.order.compare(b.order))
 	})
@@ -113,15 +118,7 @@ func (t *translator) assignPriorities(kongRoutes []*kongRoute) {
 			end++
 		}
 		for i, kr := range kongRoutes[start:end] {
-			if t.snap.Kong.RouterFlavor == snapshot.RouterExpressions {
-				kr.route.Priority = kr.class<<rankBits | uint64(maxRank-min(i, maxRank))
-			} else {
-				// Kong ranks traditional routes by their fields first; our
-				// order only breaks its ties (see the Gateway's Accepted
-				// message), with the two newest routes below all others.
-				newest := end - start - i
-				kr.route.RegexPrio = int64(kr.class<<2 | uint64(min(newest, 3)))
-			}
+			kr.route.Priority = kr.class<<rankBits | uint64(maxRank-min(i, maxRank))
 		}
 		start = end
 	}
@@ -144,7 +141,7 @@ func httpExpression(place placement, m gwv1.HTTPRouteMatch, filters ruleFilters)
 	for _, h := range place.excluded {
 		clauses = append(clauses, "!("+hostPredicate(h)+")")
 	}
-	value := *m.Path.Value
+	value := kongPath(*m.Path)
 	switch *m.Path.Type {
 	case gwv1.PathMatchExact:
 		clauses = append(clauses, "(http.path == "+quote(value)+")")
@@ -268,25 +265,37 @@ func quote(s string) string {
 }
 
 // traditionalFields writes a match with Kong's traditional route fields.
-// Paths are always regexes so that Kong's "regex path" priority bit is the
-// same for every route and prefixes end at a segment boundary.
-func traditionalFields(r *declarative.Route, host string, m gwv1.HTTPRouteMatch) {
-	if host != "" {
-		r.Hosts = []string{host}
+// Paths are always regexes, so that Kong's "regex path" bit is the same for
+// every route and regex_priority always counts (traditional.go ranks them),
+// and prefixes end at a segment boundary. Where several ports carry HTTP,
+// a hostname carries the port (Kong then matches net.dst.port too).
+func traditionalFields(r *declarative.Route, place placement, m gwv1.HTTPRouteMatch, filters ruleFilters) {
+	if place.host != "" {
+		if place.matchPort {
+			for _, p := range place.ports {
+				r.Hosts = append(r.Hosts, place.host+":"+strconv.Itoa(p))
+			}
+		} else {
+			r.Hosts = []string{place.host}
+		}
 	}
-	value := *m.Path.Value
+	value := kongPath(*m.Path)
 	switch *m.Path.Type {
 	case gwv1.PathMatchExact:
 		r.Paths = []string{"~" + regexp.QuoteMeta(value) + "$"}
 	case gwv1.PathMatchRegularExpression:
-		// normalizeMatch admits only regexes that start with / and have no |,
-		// so appending $ anchors the whole of it (Kong anchors the start).
-		r.Paths = []string{"~" + value + "$"}
+		if strings.HasPrefix(value, "/") && !strings.Contains(value, "|") {
+			r.Paths = []string{"~" + value + "$"}
+		} else {
+			r.Paths = []string{traditionalRegex(anchored(value))}
+		}
 	default:
-		if prefix := strings.TrimSuffix(value, "/"); prefix != "" {
+		if replacement, ok := filters.prefixRewrite(); ok {
+			r.Paths = []string{traditionalRegex(prefixCapture(value, replacement))}
+		} else if prefix := strings.TrimSuffix(value, "/"); prefix != "" {
 			r.Paths = []string{"~" + regexp.QuoteMeta(prefix) + "(/|$)"}
 		} else {
-			r.Paths = []string{"/"}
+			r.Paths = []string{"~/"}
 		}
 	}
 	if m.Method != nil {
@@ -308,4 +317,42 @@ func traditionalFields(r *declarative.Route, host string, m gwv1.HTTPRouteMatch)
 			r.Headers[string(h.Name)] = []string{v}
 		}
 	}
+}
+
+// traditionalRegex writes a regex anchored with ^ as a Kong regex path:
+// Kong prepends the ^ itself and wants ~/ first, which /{0} (nothing)
+// provides for a regex that does not start with a slash.
+func traditionalRegex(re string) string {
+	re = strings.TrimPrefix(re, "^")
+	if strings.HasPrefix(re, "/") {
+		return "~" + re
+	}
+	return "~/{0}" + re
+}
+
+// kongPath writes an Exact or PathPrefix value the way Kong's router sees
+// request paths (kong/tools/uri.lua normalize): percent-encoded characters
+// decoded except reserved ones, whose hex is upper-cased. A regex is left
+// as written: it is the author's, matched against that normalized path.
+func kongPath(m gwv1.HTTPPathMatch) string {
+	v := *m.Value
+	if *m.Type == gwv1.PathMatchRegularExpression || !strings.Contains(v, "%") {
+		return v
+	}
+	var b strings.Builder
+	for i := 0; i < len(v); i++ {
+		if v[i] == '%' && i+2 < len(v) {
+			if n, err := strconv.ParseUint(v[i+1:i+3], 16, 8); err == nil {
+				if strings.IndexByte("!*'();:@&=+$,/?%#[]", byte(n)) < 0 {
+					b.WriteByte(byte(n))
+				} else {
+					b.WriteString("%" + strings.ToUpper(v[i+1:i+3]))
+				}
+				i += 2
+				continue
+			}
+		}
+		b.WriteByte(v[i])
+	}
+	return b.String()
 }

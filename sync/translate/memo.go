@@ -134,12 +134,12 @@ type keptRoutes struct {
 // reusable returns the previous translation's output for r if it still
 // holds: the same route object, whose backends resolve to the same
 // Services and EndpointSlices. k is nil without a Memo.
-func (k *keptRoutes) reusable(r route, s *snapshot.Snapshot) *routeOutput {
+func (k *keptRoutes) reusable(r route, s *snapshot.Snapshot, lostOn map[int]string) *routeOutput {
 	if k == nil {
 		return nil
 	}
 	out := k.previous[r.meta]
-	if out == nil {
+	if out == nil || !maps.Equal(out.lostOn, lostOn) {
 		return nil
 	}
 	for _, b := range out.backends {

@@ -26,6 +26,8 @@ type routeRule struct {
 	filters     []gwv1.HTTPRouteFilter
 	backendRefs []gwv1.HTTPBackendRef
 	timeouts    *gwv1.HTTPRouteTimeouts
+	// sessionPersistence is set when the rule asks for it (not built).
+	sessionPersistence bool
 }
 
 func (r route) grpc() bool { return r.kind == kindGRPCRoute }
@@ -43,7 +45,8 @@ func fromHTTPRoute(r *gwv1.HTTPRoute) route {
 	out := route{kind: kindHTTPRoute, meta: &r.ObjectMeta, parentRefs: r.Spec.ParentRefs, hostnames: r.Spec.Hostnames,
 		rules: make([]routeRule, len(r.Spec.Rules))}
 	for i, rule := range r.Spec.Rules {
-		out.rules[i] = routeRule{name: rule.Name, matches: rule.Matches, filters: rule.Filters, backendRefs: rule.BackendRefs, timeouts: rule.Timeouts}
+		out.rules[i] = routeRule{name: rule.Name, matches: rule.Matches, filters: rule.Filters, backendRefs: rule.BackendRefs, timeouts: rule.Timeouts,
+			sessionPersistence: rule.SessionPersistence != nil}
 	}
 	return out
 }
@@ -52,7 +55,7 @@ func fromGRPCRoute(r *gwv1.GRPCRoute) route {
 	out := route{kind: kindGRPCRoute, meta: &r.ObjectMeta, parentRefs: r.Spec.ParentRefs, hostnames: r.Spec.Hostnames,
 		rules: make([]routeRule, len(r.Spec.Rules))}
 	for i, rule := range r.Spec.Rules {
-		rr := routeRule{name: rule.Name}
+		rr := routeRule{name: rule.Name, sessionPersistence: rule.SessionPersistence != nil}
 		for _, m := range rule.Matches {
 			rr.matches = append(rr.matches, grpcMatch(m))
 		}

@@ -60,6 +60,10 @@ type routeOutput struct {
 	upstreams []*declarative.Upstream
 	// backends are the Services its backendRefs looked up.
 	backends []backendInput
+	// lostOn are the listeners where an older route of the other kind
+	// (HTTPRoute, GRPCRoute) shares a hostname: the route is not accepted
+	// there. It depends on other routes, so a Memo compares it.
+	lostOn map[int]string
 }
 
 // mergedRoutes are the outputs of the routes, merged in rank order.
@@ -83,10 +87,11 @@ func (t *translator) translateRoutes(routes []route, gws []*gateway, ports liste
 		attached:  make([]int, len(allListeners(gws))),
 		upstreams: map[string]*declarative.Upstream{},
 	}
+	lost := kindConflicts(routes, gws, t.namespaceAllowed)
 	for rank, r := range routes {
-		out := kept.reusable(r, t.snap)
+		out := kept.reusable(r, t.snap, lost[r.meta])
 		if out == nil {
-			out = t.translateRoute(r, gws, ports, merged.attached)
+			out = t.translateRoute(r, gws, ports, merged.attached, lost[r.meta])
 		}
 		merged.add(r, rank, out)
 		kept.keep(r, out)
@@ -116,9 +121,10 @@ func (m *mergedRoutes) add(r route, rank int, out *routeOutput) {
 }
 
 // translateRoute translates one route on the bound Gateways; attachedBefore
-// counts the routes of lower rank attached to each listener.
-func (t *translator) translateRoute(r route, gws []*gateway, ports listenerPorts, attachedBefore []int) *routeOutput {
-	out := &routeOutput{}
+// counts the routes of lower rank attached to each listener, and lostOn
+// names the listeners an older route of the other kind holds.
+func (t *translator) translateRoute(r route, gws []*gateway, ports listenerPorts, attachedBefore []int, lostOn map[int]string) *routeOutput {
+	out := &routeOutput{lostOn: lostOn}
 	gen := r.meta.Generation
 	type verdict struct {
 		ref             gwv1.ParentReference
@@ -132,7 +138,7 @@ func (t *translator) translateRoute(r route, gws []*gateway, ports listenerPorts
 			continue
 		}
 		var reason, msg string
-		out.listeners, reason, msg = t.attach(r, listeners, ref, where, out.listeners, attachedBefore)
+		out.listeners, reason, msg = t.attach(r, listeners, ref, where, out.listeners, attachedBefore, lostOn)
 		verdicts = append(verdicts, verdict{ref, reason, msg})
 	}
 	if verdicts == nil {
@@ -155,7 +161,7 @@ func (t *translator) translateRoute(r route, gws []*gateway, ports listenerPorts
 		st := gwv1.RouteParentStatus{ParentRef: v.ref, ControllerName: gwv1.GatewayController(t.snap.ControllerName)}
 		if reason == "" {
 			servable = true
-			st.Conditions = append(st.Conditions, condition(string(gwv1.RouteConditionAccepted), true, string(gwv1.RouteReasonAccepted), "", gen))
+			st.Conditions = append(st.Conditions, condition(string(gwv1.RouteConditionAccepted), true, string(gwv1.RouteReasonAccepted), notes(rules), gen))
 		} else {
 			st.Conditions = append(st.Conditions, condition(string(gwv1.RouteConditionAccepted), false, reason, msg, gen))
 		}

@@ -24,6 +24,8 @@ type ruleResult struct {
 	refProblems []refProblem
 	// dropped says why the rule cannot be served at all ("" when it can).
 	dropped string
+	// note says what of the rule Kong serves only approximately.
+	note    string
 	filters ruleFilters
 }
 
@@ -34,8 +36,11 @@ type refProblem struct {
 
 var (
 	// The names Kong's expressions grammar accepts after http.headers. and
-	// http.queries. (a header's '-' is written '_').
-	headerNamePattern = regexp.MustCompile(`^[A-Za-z0-9-]+$`)
+	// http.queries. (a header's '-' is written '_'). Kong lets nginx keep
+	// underscores in header names, and http.headers.x_env reads an X_Env
+	// header, else X-Env: Kong cannot tell the two apart, so a match on
+	// either name is served and also matches the other spelling.
+	headerNamePattern = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
 	queryNamePattern  = regexp.MustCompile(`^[A-Za-z0-9_]+$`)
 	methodPattern     = regexp.MustCompile(`^[A-Z]+$`)
 )
@@ -49,6 +54,12 @@ func (t *translator) rules(r route) (out []ruleResult, read []backendInput) {
 		var msg string
 		if res.filters, msg = t.collectFilters(rule); msg != "" {
 			res.dropped = fmt.Sprintf("rule %s: %s", ruleLabel(i, rule.name), msg)
+		}
+		if rule.sessionPersistence && res.dropped == "" {
+			res.dropped = fmt.Sprintf("rule %s: sessionPersistence is not supported by konglet", ruleLabel(i, rule.name))
+		}
+		if rule.timeouts != nil && rule.timeouts.Request != nil && rule.timeouts.BackendRequest == nil {
+			res.note = fmt.Sprintf("rule %s: timeouts.request is served as Kong's read and write timeouts of the backend, which limit each read and write, not the whole request", ruleLabel(i, rule.name))
 		}
 		matches := rule.matches
 		if len(matches) == 0 {
@@ -114,9 +125,6 @@ func (t *translator) normalizeMatch(m gwv1.HTTPRouteMatch) (gwv1.HTTPRouteMatch,
 	case gwv1.PathMatchRegularExpression:
 		if _, err := regexp.Compile(*path.Value); err != nil {
 			return out, fmt.Sprintf("path regular expression %q is not valid: %v", *path.Value, err)
-		}
-		if t.snap.Kong.RouterFlavor != snapshot.RouterExpressions && (!strings.HasPrefix(*path.Value, "/") || strings.Contains(*path.Value, "|")) {
-			return out, fmt.Sprintf("path regular expression %q must start with / and use no | with router_flavor %s", *path.Value, t.snap.Kong.RouterFlavor)
 		}
 	default:
 		return out, fmt.Sprintf("path match type %q is not supported", *path.Type)
@@ -188,6 +196,18 @@ func rulesVerdict(rules []ruleResult) (reason, message string) {
 	return string(gwv1.RouteReasonUnsupportedValue), joinMessages(msgs)
 }
 
+// notes is the Accepted message of a served route: what its served rules
+// get only approximately.
+func notes(rules []ruleResult) string {
+	var msgs []string
+	for _, r := range rules {
+		if r.dropped == "" && r.note != "" {
+			msgs = append(msgs, r.note)
+		}
+	}
+	return joinMessages(msgs)
+}
+
 func partiallyInvalid(rules []ruleResult, gen int64) *metav1.Condition {
 	var msgs []string
 	for _, r := range rules {
@@ -212,6 +232,11 @@ func resolvedRefsCondition(rules []ruleResult, gen int64) metav1.Condition {
 				reason = p.reason
 			}
 			msgs = append(msgs, fmt.Sprintf("rule %d: %s", r.index, p.message))
+		}
+		if len(r.refProblems) > 0 && len(r.backends) > 0 {
+			// Gateway API wants their share answered 500: Kong balances
+			// over targets (hosts), and has no weighted local answer.
+			msgs = append(msgs, fmt.Sprintf("rule %d: the usable backendRefs take the share of those that do not resolve (Kong cannot answer 500 for a share of requests)", r.index))
 		}
 	}
 	if reason == "" {

@@ -3,9 +3,11 @@ package translate
 import (
 	"cmp"
 	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -58,7 +60,9 @@ func (t *translator) listenerCertificates(l *listener) ([]*corev1.Secret, *metav
 			t.secretRefs[key] = true
 		}
 	}
-	secrets := make([]*corev1.Secret, 0, len(keys))
+	secrets := make([]*corev1.Secret, 0, 2)
+	algorithms := map[x509.PublicKeyAlgorithm]bool{}
+	var unserved []string
 	for _, key := range keys {
 		if p, ok := t.snap.SecretProblems[key]; ok {
 			reason, message := secretProblem(key, p)
@@ -69,10 +73,25 @@ func (t *translator) listenerCertificates(l *listener) ([]*corev1.Secret, *metav
 			return invalid(gwv1.ListenerReasonInvalidCertificateRef, "Secret %s of type kubernetes.io/tls not found", key)
 		}
 		// The key material itself never appears in a message.
-		if _, err := tls.X509KeyPair(secret.Data[corev1.TLSCertKey], secret.Data[corev1.TLSPrivateKeyKey]); err != nil {
+		pair, err := tls.X509KeyPair(secret.Data[corev1.TLSCertKey], secret.Data[corev1.TLSPrivateKeyKey])
+		if err != nil {
 			return invalid(gwv1.ListenerReasonInvalidCertificateRef, "Secret %s does not hold a valid certificate and matching key: %v", key, err)
 		}
+		// Kong serves a certificate and an alternative of another key type
+		// (cert_alt) per server name: the first of each type is served.
+		if algorithms[pair.Leaf.PublicKeyAlgorithm] {
+			unserved = append(unserved, key.String())
+			continue
+		}
+		algorithms[pair.Leaf.PublicKeyAlgorithm] = true
+		if len(secrets) == 2 {
+			unserved = append(unserved, key.String())
+			continue
+		}
 		secrets = append(secrets, secret)
+	}
+	if len(unserved) > 0 {
+		l.resolvedRefs.Message = fmt.Sprintf("Secrets %s are not served: Kong serves one certificate per key type (RSA, ECDSA) and server name, the first of each certificateRefs names", strings.Join(unserved, ", "))
 	}
 	return secrets, nil
 }
@@ -114,10 +133,13 @@ func SecretRefs(s *snapshot.Snapshot) []types.NamespacedName {
 
 // certificates builds Kong's certificates with the server names of the
 // listeners that use them. An HTTPS listener without a hostname serves
-// every name ("*"). A name is served by the first listener that claims it.
+// every name ("*"). Kong picks a certificate by server name alone, for all
+// its listens: a name is served by the first listener that claims it, and
+// a later listener that wants other certificates for it is told so.
 func certificates(gws []*gateway) []*declarative.Certificate {
-	bySecret := map[types.NamespacedName]*declarative.Certificate{}
-	claimed := map[string]bool{}
+	byPair := map[string]*declarative.Certificate{}
+	claimed := map[string]*listener{}
+	claimedPair := map[string]string{}
 	for _, g := range gws {
 		for _, l := range g.all() {
 			if !l.usable() || len(l.secrets) == 0 {
@@ -127,32 +149,44 @@ func certificates(gws []*gateway) []*declarative.Certificate {
 			if sni == "" {
 				sni = "*"
 			}
-			if claimed[sni] {
+			pair := secretKey(l.secrets[0]).String()
+			if len(l.secrets) > 1 {
+				pair += "+" + secretKey(l.secrets[1]).String()
+			}
+			if first := claimed[sni]; first != nil {
+				if claimedPair[sni] != pair {
+					l.certConflict = fmt.Sprintf("Kong picks the certificate of a server name for all its listens, and listener %s (port %d) already serves %s with other certificates",
+						first.spec.Name, first.spec.Port, sni)
+				}
 				continue
 			}
-			claimed[sni] = true
-			// Kong picks one certificate per name: the first reference wins.
-			secret := l.secrets[0]
-			key := types.NamespacedName{Namespace: secret.Namespace, Name: secret.Name}
-			c := bySecret[key]
+			claimed[sni], claimedPair[sni] = l, pair
+			c := byPair[pair]
 			if c == nil {
-				id := "secret/" + key.String()
+				primary := l.secrets[0]
 				c = &declarative.Certificate{
-					ID:   declarative.ID("certificate", "", id),
-					Cert: string(secret.Data[corev1.TLSCertKey]),
-					Key:  string(secret.Data[corev1.TLSPrivateKeyKey]),
-					Tags: objectTags("Secret", secret.ObjectMeta),
+					ID:   declarative.ID("certificate", "", "secret/"+pair),
+					Cert: string(primary.Data[corev1.TLSCertKey]),
+					Key:  string(primary.Data[corev1.TLSPrivateKeyKey]),
+					Tags: objectTags("Secret", primary.ObjectMeta),
 				}
-				bySecret[key] = c
+				if len(l.secrets) > 1 {
+					c.CertAlt, c.KeyAlt = string(l.secrets[1].Data[corev1.TLSCertKey]), string(l.secrets[1].Data[corev1.TLSPrivateKeyKey])
+				}
+				byPair[pair] = c
 			}
 			c.SNIs = append(c.SNIs, &declarative.SNI{ID: declarative.ID("sni", "", sni), Name: sni, Tags: c.Tags})
 		}
 	}
-	out := make([]*declarative.Certificate, 0, len(bySecret))
-	for _, c := range bySecret {
+	out := make([]*declarative.Certificate, 0, len(byPair))
+	for _, c := range byPair {
 		slices.SortFunc(c.SNIs, func(a, b *declarative.SNI) int { return cmp.Compare(a.Name, b.Name) })
 		out = append(out, c)
 	}
 	slices.SortFunc(out, func(a, b *declarative.Certificate) int { return cmp.Compare(a.ID, b.ID) })
 	return out
+}
+
+func secretKey(s *corev1.Secret) types.NamespacedName {
+	return types.NamespacedName{Namespace: s.Namespace, Name: s.Name}
 }

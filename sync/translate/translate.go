@@ -87,8 +87,9 @@ func (t *translator) run(kept *keptRoutes) Result {
 	gateways := t.buildGateways()
 	ports := listenerPortsOf(gateways)
 	routes := t.translateRoutes(rankedRoutes(t.snap), gateways, ports, kept)
+	certs := certificates(gateways) // before statuses: it finds conflicts
 	gatewayStatuses, listenerSetStatuses := t.finishGateways(gateways, routes.attached)
-	cfg := t.assemble(routes, gateways)
+	cfg := t.assemble(routes, gateways, certs)
 	return Result{Config: cfg, Status: Status{
 		GatewayClasses: classes,
 		Gateways:       gatewayStatuses,
@@ -99,12 +100,18 @@ func (t *translator) run(kept *keptRoutes) Result {
 
 // assemble builds Kong's configuration from the routes' entities and the
 // listeners' certificates.
-func (t *translator) assemble(routes mergedRoutes, gateways []*gateway) *declarative.Config {
+func (t *translator) assemble(routes mergedRoutes, gateways []*gateway, certs []*declarative.Certificate) *declarative.Config {
 	// Priorities depend on every route that shares a precedence class.
-	t.assignPriorities(routes.kongRoutes)
+	services := routes.services
+	if t.snap.Kong.RouterFlavor == snapshot.RouterExpressions {
+		assignPriorities(routes.kongRoutes)
+	} else {
+		isolation, terminators := t.isolationService(gateways, listenerPortsOf(gateways))
+		services = rankTraditional(append(slices.Clip(routes.kongRoutes), terminators...), append(slices.Clip(services), isolation))
+	}
 	cfg := &declarative.Config{FormatVersion: declarative.FormatVersion}
-	slices.SortFunc(routes.services, func(a, b *declarative.Service) int { return cmp.Compare(a.Name, b.Name) })
-	for _, svc := range routes.services {
+	slices.SortFunc(services, func(a, b *declarative.Service) int { return cmp.Compare(a.Name, b.Name) })
+	for _, svc := range services {
 		slices.SortFunc(svc.Routes, func(a, b *declarative.Route) int { return cmp.Compare(a.Name, b.Name) })
 		if len(svc.Routes) > 0 {
 			cfg.Services = append(cfg.Services, svc)
@@ -115,7 +122,7 @@ func (t *translator) assemble(routes mergedRoutes, gateways []*gateway) *declara
 		cfg.Upstreams = append(cfg.Upstreams, u)
 	}
 	slices.SortFunc(cfg.Upstreams, func(a, b *declarative.Upstream) int { return cmp.Compare(a.Name, b.Name) })
-	cfg.Certificates = certificates(gateways)
+	cfg.Certificates = certs
 	cfg.Plugins = t.globalPlugins(routes.kongRoutes)
 	return cfg
 }

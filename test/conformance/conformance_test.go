@@ -59,12 +59,21 @@ const (
 // go through the double's stream data plane to the echo image's TCP, TLS
 // and UDP modes (and CoreDNS) that podSim plays.
 // KONGLET_CONFORMANCE_RUN_TEST runs one test by its short name.
+// KONGLET_CONFORMANCE_ROUTER (default expressions) is the Kong router
+// flavor of every Kong double: expressions or traditional_compatible.
 func TestConformance(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the conformance suite takes minutes")
 	}
+	flavor := os.Getenv("KONGLET_CONFORMANCE_ROUTER")
+	if flavor == "" {
+		flavor = "expressions"
+	}
+	if flavor != "expressions" && flavor != "traditional_compatible" {
+		t.Fatalf("KONGLET_CONFORMANCE_ROUTER=%q: want expressions or traditional_compatible", flavor)
+	}
 	reports := filepath.Join(repoRoot(), "test", "conformance", "reports")
-	logDir := filepath.Join(reports, "logs")
+	logDir := filepath.Join(reports, "logs", flavor)
 	if err := os.MkdirAll(logDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +132,7 @@ func TestConformance(t *testing.T) {
 	wg.Add(1)
 	go func() { defer wg.Done(); podsErr <- pods.run(ctx) }()
 
-	prov := newProvisioner(harnessEnv, gatewayClass, konglet, logDir, pods.resolve, logf)
+	prov := newProvisioner(harnessEnv, gatewayClass, flavor, konglet, logDir, pods.resolve, logf)
 	wg.Add(1)
 	go func() { defer wg.Done(); prov.run(ctx) }()
 
@@ -195,7 +204,7 @@ func TestConformance(t *testing.T) {
 			TimeoutConfig:        timeouts,
 			SkipTests:            harnessSkips(),
 			RunTest:              os.Getenv("KONGLET_CONFORMANCE_RUN_TEST"),
-			Mode:                 "expressions",
+			Mode:                 flavor,
 			Implementation: confv1.Implementation{
 				Organization: "konglet",
 				Project:      "konglet",
@@ -217,7 +226,9 @@ func TestConformance(t *testing.T) {
 	}
 	// The suite reports only once its run is over, which its own cleanup
 	// of t marks: this cleanup, registered first, runs after it.
-	t.Cleanup(func() { writeReports(t, cSuite, results, reports, claimed, supported, profiles, opts.RunTest != "") })
+	t.Cleanup(func() {
+		writeReports(t, cSuite, results, reports, flavor, claimed, supported, profiles, opts.RunTest != "")
+	})
 	cSuite.Setup(t, tests.ConformanceTests)
 	if err := cSuite.Run(t, tests.ConformanceTests); err != nil {
 		t.Error(err)
@@ -233,14 +244,14 @@ func TestConformance(t *testing.T) {
 
 type runtimeScheme = runtime.Scheme
 
-func writeReports(t *testing.T, cSuite *suite.ConformanceTestSuite, results *testResults, dir string,
+func writeReports(t *testing.T, cSuite *suite.ConformanceTestSuite, results *testResults, dir, flavor string,
 	claimed, supported sets.Set[features.FeatureName], profiles []suite.ConformanceProfileName, oneTest bool) {
 	report, err := cSuite.Report()
 	if err != nil {
 		t.Error(err)
 		return
 	}
-	summary := results.summary(report, claimed, supported, profiles)
+	summary := results.summary(report, flavor, claimed, supported, profiles)
 	if oneTest {
 		t.Logf("summary (not written: a one-test run)\n%s", summary)
 		return
@@ -250,11 +261,11 @@ func writeReports(t *testing.T, cSuite *suite.ConformanceTestSuite, results *tes
 		t.Error(err)
 		return
 	}
-	file := filepath.Join(dir, "konglet-expressions-report.yaml")
+	file := filepath.Join(dir, "konglet-"+flavor+"-report.yaml")
 	if err := os.WriteFile(file, raw, 0o644); err != nil {
 		t.Error(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "SUMMARY.md"), []byte(summary), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "SUMMARY-"+flavor+".md"), []byte(summary), 0o644); err != nil {
 		t.Error(err)
 	}
 	t.Logf("report: %s\n%s", file, summary)
@@ -387,11 +398,11 @@ const redirectWithoutHostname = "konglet limitation while claiming the feature: 
 	"hostname needs exact route hostnames\"): Kong's redirect plugin has a fixed location. konglet still lists " +
 	"HTTPRoutePortRedirect, HTTPRouteSchemeRedirect and the 303/307/308 status features in GatewayClass supportedFeatures"
 
-func (r *testResults) summary(report *confv1.ConformanceReport, claimed, tested sets.Set[features.FeatureName], profiles []suite.ConformanceProfileName) string {
+func (r *testResults) summary(report *confv1.ConformanceReport, flavor string, claimed, tested sets.Set[features.FeatureName], profiles []suite.ConformanceProfileName) string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var b strings.Builder
-	fmt.Fprintf(&b, "# Gateway API conformance: konglet (Kong router flavor expressions)\n\n")
+	fmt.Fprintf(&b, "# Gateway API conformance: konglet (Kong router flavor %s)\n\n", flavor)
 	fmt.Fprintf(&b, "Suite: sigs.k8s.io/gateway-api/conformance v1.6.3, Gateway API %s (%s channel). Date: %s.\n\n", report.GatewayAPIVersion, report.GatewayAPIChannel, report.Date)
 	fmt.Fprintf(&b, "Run with `make conformance` (test/conformance). konglet runs as a process per Gateway against a Kong admin API double "+
 		"with a data plane (test/kongdouble/dataplane.go, streamproxy.go for TLS, TCP and UDP), a real kube-apiserver and kube-controller-manager, and Pods played by the harness "+

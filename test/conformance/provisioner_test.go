@@ -34,7 +34,7 @@ import (
 
 // provisioner plays what a Gateway provisioner and the network do for each
 // Gateway of the conformance GatewayClass: it starts a Kong (the double,
-// expressions router) with one Kong listen per listener port and kind, a
+// with the run's router flavor) with one Kong listen per listener port and kind, a
 // LoadBalancer Service in front of it whose ingress IP is a loopback
 // address of its own (127.0.1.N) with the listener ports mapped onto the
 // Kong listens (Kong's port_maps says the same), serves the Kong data plane
@@ -115,8 +115,8 @@ func servicePorts(gw *gwv1.Gateway) []servicePort {
 	return out
 }
 
-func kongOptions(ports []servicePort) kongdouble.Options {
-	opts := kongdouble.Options{RouterFlavor: "expressions", ProxyListeners: []kongdouble.Listener{}, StreamListeners: []kongdouble.Listener{}, PortMaps: []string{}}
+func kongOptions(flavor string, ports []servicePort) kongdouble.Options {
+	opts := kongdouble.Options{RouterFlavor: flavor, ProxyListeners: []kongdouble.Listener{}, StreamListeners: []kongdouble.Listener{}, PortMaps: []string{}}
 	for _, p := range ports {
 		l := kongdouble.Listener{IP: "0.0.0.0", Port: kongPort(p.kind, p.port)}
 		switch p.kind {
@@ -149,8 +149,8 @@ func serviceName(gw string) string {
 	return name
 }
 
-func newProvisioner(env *cluster.Cluster, class, konglet, logDir string, resolve kongdouble.Resolver, logf func(string, ...any)) *provisioner {
-	return &provisioner{env: env, class: class, konglet: konglet, logDir: logDir, resolve: resolve, logf: logf, gws: map[string]*gatewayInstance{}}
+func newProvisioner(env *cluster.Cluster, class, flavor, konglet, logDir string, resolve kongdouble.Resolver, logf func(string, ...any)) *provisioner {
+	return &provisioner{env: env, class: class, flavor: flavor, konglet: konglet, logDir: logDir, resolve: resolve, logf: logf, gws: map[string]*gatewayInstance{}}
 }
 
 // run reconciles every Gateway of the class until ctx ends, then tears
@@ -230,7 +230,7 @@ func (p *provisioner) ensure(ctx context.Context, gw *gwv1.Gateway) error {
 	if gi.double.Load() == nil || gi.listensKey != listensKey {
 		// Kong's listens are static: a new listen set is a new Kong
 		// (konglet sees a new node_id and loads its configuration again).
-		d := kongdouble.New(kongOptions(ports))
+		d := kongdouble.New(kongOptions(p.flavor, ports))
 		old := gi.double.Swap(d)
 		oldDP := gi.dataPlane.Swap(kongdouble.NewDataPlane(d, p.resolve))
 		if old != nil {

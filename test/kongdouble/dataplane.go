@@ -1130,7 +1130,7 @@ func (p *DataPlane) TLSConfig() *tls.Config {
 		MinVersion: tls.VersionTLS12,
 		NextProtos: []string{"h2", "http/1.1"},
 		GetCertificate: func(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
-			if c := p.certificateFor(strings.ToLower(hello.ServerName)); c != nil {
+			if c := p.certificateFor(hello); c != nil {
 				return c, nil
 			}
 			return p.defaultCertificate()
@@ -1138,7 +1138,11 @@ func (p *DataPlane) TLSConfig() *tls.Config {
 	}
 }
 
-func (p *DataPlane) certificateFor(sni string) *tls.Certificate {
+// certificateFor finds the certificate of the client's server name; of a
+// certificate and its alternative (cert_alt, another key type), Kong sets
+// both and OpenSSL serves the first the client supports.
+func (p *DataPlane) certificateFor(hello *tls.ClientHelloInfo) *tls.Certificate {
+	sni := strings.ToLower(hello.ServerName)
 	p.d.mu.Lock()
 	cfg := p.d.config
 	p.d.mu.Unlock()
@@ -1173,13 +1177,25 @@ func (p *DataPlane) certificateFor(sni string) *tls.Certificate {
 		return nil
 	}
 	c := cfg.entities["certificates"][id]
-	certPEM, _ := c["cert"].(string)
-	keyPEM, _ := c["key"].(string)
-	pair, err := tls.X509KeyPair([]byte(certPEM), []byte(keyPEM))
-	if err != nil {
-		return nil
+	// OpenSSL picks by key type only: the names are not checked.
+	byType := *hello
+	byType.ServerName = ""
+	var first *tls.Certificate
+	for _, field := range [][2]string{{"cert", "key"}, {"cert_alt", "key_alt"}} {
+		certPEM, _ := c[field[0]].(string)
+		keyPEM, _ := c[field[1]].(string)
+		pair, err := tls.X509KeyPair([]byte(certPEM), []byte(keyPEM))
+		if err != nil {
+			continue
+		}
+		if byType.SupportsCertificate(&pair) == nil {
+			return &pair
+		}
+		if first == nil {
+			first = &pair
+		}
 	}
-	return &pair
+	return first
 }
 
 func (p *DataPlane) defaultCertificate() (*tls.Certificate, error) {

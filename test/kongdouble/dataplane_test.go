@@ -1,6 +1,7 @@
 package kongdouble_test
 
 import (
+	"crypto/tls"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -337,6 +338,44 @@ func TestDataPlaneTLS(t *testing.T) {
 		}
 		if res.StatusCode != 200 {
 			t.Errorf("SNI %s: %d", sni, res.StatusCode)
+		}
+	}
+}
+
+// TestDataPlaneCertAlt: of a certificate and its alternative of another
+// key type, the client gets the first it supports (OpenSSL with both set).
+func TestDataPlaneCertAlt(t *testing.T) {
+	ecPEM, ecKey := certPair(t, "ecdsa")
+	rsaPEM, rsaKey := rsaCertPair(t, "rsa")
+	d := newDouble(t, kongdouble.Options{})
+	load(t, d, config(M{
+		"certificates": L{M{"id": "11111111-0000-4000-8000-000000000000", "cert": ecPEM, "key": ecKey, "cert_alt": rsaPEM, "key_alt": rsaKey,
+			"snis": L{M{"name": "secure.example.com"}}}},
+		"services": L{svc("s", "no-backend.invalid", exprRoute("r", `http.path ^= "/"`, nil, plugin("request-termination", M{"status_code": 200, "message": "ok"})))},
+	}))
+	dp := kongdouble.NewDataPlane(d, nil)
+	s := httptest.NewUnstartedServer(dp.Handler(8443, true))
+	s.TLS = dp.TLSConfig()
+	s.StartTLS()
+	t.Cleanup(s.Close)
+	base := s.Client().Transport.(*http.Transport)
+	for want, suites := range map[string][]uint16{
+		"ecdsa": nil,
+		"rsa":   {tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256},
+	} {
+		tr := base.Clone()
+		tr.TLSClientConfig.InsecureSkipVerify = true
+		tr.TLSClientConfig.ServerName = "secure.example.com"
+		if suites != nil {
+			tr.TLSClientConfig.MaxVersion, tr.TLSClientConfig.CipherSuites = tls.VersionTLS12, suites
+		}
+		res, err := (&http.Client{Transport: tr}).Get(s.URL + "/")
+		if err != nil {
+			t.Fatalf("%s: %v", want, err)
+		}
+		res.Body.Close()
+		if got := res.TLS.PeerCertificates[0].Subject.CommonName; got != want {
+			t.Errorf("cipher suites %v: certificate %q, want %q", suites, got, want)
 		}
 	}
 }

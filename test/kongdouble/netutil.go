@@ -225,13 +225,16 @@ func validatePath(path string) (msg, code string) {
 	return "", ""
 }
 
-func isUnreserved(c byte) bool {
-	return c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '.' || c == '_' || c == '~'
+// isReserved is uri.lua's RESERVED_CHARS: the only triplets normalize
+// keeps encoded (it decodes unreserved and "other" characters alike, so
+// %20 becomes a space).
+func isReserved(c byte) bool {
+	return strings.IndexByte("!*'();:@&=+$,/?%#[]", c) >= 0
 }
 
 // normalizePath is kong.tools.uri.normalize(uri, true): it decodes
-// percent-encoded unreserved characters (upper-casing the others), merges
-// slashes and removes dot segments.
+// percent-encoded characters except reserved ones (upper-casing those),
+// merges slashes and removes dot segments.
 func normalizePath(uri string) string {
 	if uri == "" || uri == "/" {
 		return uri
@@ -241,7 +244,7 @@ func normalizePath(uri string) string {
 		for i := 0; i < len(uri); i++ {
 			if uri[i] == '%' && i+2 < len(uri) && isHex(uri[i+1]) && isHex(uri[i+2]) {
 				v, _ := strconv.ParseUint(uri[i+1:i+3], 16, 8)
-				if isUnreserved(byte(v)) {
+				if !isReserved(byte(v)) {
 					b.WriteByte(byte(v))
 				} else {
 					b.WriteString("%" + strings.ToUpper(uri[i+1:i+3]))

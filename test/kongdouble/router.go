@@ -291,8 +291,12 @@ func compatPriority(route map[string]any) uint64 {
 		p |= 1 << 60
 	}
 	if regexURL {
+		// transform.lua shifts regex_priority, a Lua number, with LuaJIT's
+		// 32-bit bit.lshift: only its low 13 bits survive, and bit 12 set
+		// makes the result negative, which bor sign-extends over every
+		// higher bit of the 64-bit priority.
 		rp, _ := route["regex_priority"].(float64)
-		p |= 1<<51 | uint64(uint32(int64(rp)))<<19
+		p |= 1<<51 | uint64(int64(int32(uint32(int64(rp))<<19)))
 	}
 	return p
 }

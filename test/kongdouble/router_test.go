@@ -152,6 +152,59 @@ func TestTraditionalCompatibleRouting(t *testing.T) {
 	}
 }
 
+// TestTraditionalRegexPriority13Bits follows transform.lua: regex_priority
+// goes through LuaJIT's 32-bit bit.lshift, so 8193 ranks as 1, and a value
+// with bit 12 set sign-extends over the field counts.
+func TestTraditionalRegexPriority13Bits(t *testing.T) {
+	d := newDouble(t, kongdouble.Options{RouterFlavor: "traditional_compatible"})
+	load(t, d, config(M{"services": L{svc("s", "backend",
+		route("wraps", M{"paths": L{"~/a"}, "regex_priority": 8193}),
+		route("two", M{"paths": L{"~/a"}, "regex_priority": 2}),
+		route("bit12", M{"paths": L{"~/b"}, "regex_priority": 4096}),
+		route("more-fields", M{"paths": L{"~/b"}, "methods": L{"GET"}, "hosts": L{"h"}}),
+	)}}))
+	checkRoutes(t, d, []routeCase{
+		{"only the low 13 bits count", kongdouble.Request{Host: "a", Path: "/a"}, "two"},
+		{"bit 12 outranks every field count", kongdouble.Request{Host: "h", Path: "/b"}, "bit12"},
+	})
+}
+
+// TestPathNormalizationDecodesOthers follows kong/tools/uri.lua: every
+// triplet but a reserved character's is decoded, reserved ones upper-cased.
+func TestPathNormalizationDecodesOthers(t *testing.T) {
+	d := newDouble(t, kongdouble.Options{})
+	load(t, d, config(M{"services": L{svc("s", "backend",
+		route("space", M{"expression": `http.path == "/docs/a b"`}),
+		route("tilde", M{"expression": `http.path == "/~user"`}),
+		route("semicolon", M{"expression": `http.path == "/x%3Bcolon"`}),
+	)}}))
+	checkRoutes(t, d, []routeCase{
+		{"space is decoded", kongdouble.Request{Host: "a", Path: "/docs/a%20b"}, "space"},
+		{"unreserved is decoded", kongdouble.Request{Host: "a", Path: "/%7euser"}, "tilde"},
+		{"reserved stays encoded, upper-cased", kongdouble.Request{Host: "a", Path: "/x%3bcolon"}, "semicolon"},
+	})
+}
+
+// TestUnderscoreHeaders follows lua-resty-core's header table, which
+// fields.lua reads: http.headers.x_env is an X_Env header if the request
+// has one (nginx keeps underscores: Kong sets underscores_in_headers), else
+// X-Env; the traditional headers field reads the same.
+func TestUnderscoreHeaders(t *testing.T) {
+	for _, flavor := range []string{"expressions", "traditional_compatible"} {
+		d := newDouble(t, kongdouble.Options{RouterFlavor: flavor})
+		r := M{"expression": `any(http.headers.x_env) == "prod"`}
+		if flavor != "expressions" {
+			r = M{"headers": M{"X_Env": L{"prod"}}}
+		}
+		load(t, d, config(M{"services": L{svc("s", "backend", route("underscore", r))}}))
+		checkRoutes(t, d, []routeCase{
+			{flavor + ": underscore", kongdouble.Request{Host: "a", Path: "/", Headers: hdr("X_Env", "prod")}, "underscore"},
+			{flavor + ": dash", kongdouble.Request{Host: "a", Path: "/", Headers: hdr("X-Env", "prod")}, "underscore"},
+			{flavor + ": underscore first", kongdouble.Request{Host: "a", Path: "/", Headers: hdr("X_Env", "dev", "X-Env", "prod")}, ""},
+		})
+	}
+}
+
 func TestDecision(t *testing.T) {
 	d := newDouble(t, kongdouble.Options{})
 	load(t, d, config(M{

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"strconv"
-	"strings"
 	"time"
 )
 
@@ -111,7 +110,7 @@ func (p *DataPlane) streamTLSConfig() *tls.Config {
 	return &tls.Config{
 		MinVersion: tls.VersionTLS12,
 		GetCertificate: func(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
-			if c := p.certificateFor(strings.ToLower(hello.ServerName)); c != nil {
+			if c := p.certificateFor(hello); c != nil {
 				return c, nil
 			}
 			return p.defaultCertificate()
