@@ -27,13 +27,17 @@ func TestLeaderReleasesLeaseOnSIGTERM(t *testing.T) {
 		procs[i] = startKonglet(t, kong, append(w.kongletArgs(), "--pod-name", name, "--pod-namespace", w.ns,
 			"--lease-duration", "15s", "--lease-renew-deadline", "10s", "--lease-retry-period", "500ms")...)
 	}
-	var leader int
-	eventually(t, 20*time.Second, "one replica leads", func() error {
-		if leader = leaderIndex(t, w, pods); leader < 0 {
-			return fmt.Errorf("no leader yet")
-		}
-		return nil
+	// A written status shows that the Lease holder knows it leads (a
+	// SIGTERM while it is still taking the Lease leaves nothing to release).
+	w.create(w.route("before", []string{"before.example.com"}, gwv1.HTTPRouteRule{BackendRefs: []gwv1.HTTPBackendRef{backendRef("", "app", 80, 1)}}))
+	eventually(t, 20*time.Second, "the leader writes statuses", func() error {
+		_, err := w.routeParent("before")
+		return err
 	})
+	leader := leaderIndex(t, w, pods)
+	if leader < 0 {
+		t.Fatal("statuses written, but nobody holds the Lease")
+	}
 
 	if err := syscall.Kill(procs[leader].Pid(), syscall.SIGTERM); err != nil {
 		t.Fatal(err)
