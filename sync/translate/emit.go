@@ -36,7 +36,7 @@ func (t *translator) emit(r route, rules []ruleResult, places []placement) (serv
 				kr := t.kongRoute(name, place, m, rule.filters, r.stream())
 				kr.order = routeOrder{rule: rule.index, match: mi}
 				kr.route.Plugins = plugins
-				if len(rule.backends) == 0 && !redirects(plugins) && !r.stream() {
+				if len(rule.backends) == 0 && !rule.filters.redirects() && !r.stream() {
 					kr.route.Plugins = append(kr.route.Plugins, noBackendPlugin(name, tags))
 				}
 				svc.Routes = append(svc.Routes, kr.route)
@@ -60,8 +60,4 @@ func noBackendPlugin(routeName string, tags []string) *declarative.Plugin {
 		},
 		Tags: tags,
 	}
-}
-
-func redirects(plugins []*declarative.Plugin) bool {
-	return slices.ContainsFunc(plugins, func(p *declarative.Plugin) bool { return p.Name == "redirect" })
 }

@@ -12,12 +12,13 @@ import (
 // supportedFeatures are the Gateway API features konglet implements in
 // full on Kong's router flavor, as the upstream conformance suite checks
 // them; docs/features.md says why each other one is missing. Features met
-// only in part are not claimed: redirects that keep the request's hostname
-// (Kong's redirect plugin has a fixed location) and CORS (Kong's cors
-// plugin answers preflights differently from the Gateway API).
-// GatewayHTTPListenerIsolation needs the expressions router (exclusions and
-// net.dst.port) and the Host normalizer (hostplugin.go): without it a Host
-// header can name another listener's port or slip past an exclusion.
+// only in part are not claimed: CORS (Kong's cors plugin answers preflights
+// differently from the Gateway API). Redirects in full need Kong to run
+// konglet's redirect Lua (redirect.go): Kong's redirect plugin has a fixed
+// location. GatewayHTTPListenerIsolation needs the expressions router
+// (exclusions and net.dst.port) and the Host normalizer (hostplugin.go):
+// without it a Host header can name another listener's port or slip past an
+// exclusion.
 func supportedFeatures(kong snapshot.Kong) []gwv1.SupportedFeature {
 	names := []features.FeatureName{
 		features.SupportGateway, features.SupportReferenceGrant,
@@ -26,6 +27,11 @@ func supportedFeatures(kong snapshot.Kong) []gwv1.SupportedFeature {
 		features.SupportHTTPRouteMethodMatching, features.SupportHTTPRouteResponseHeaderModification,
 		features.SupportHTTPRouteHostRewrite, features.SupportHTTPRouteBackendTimeout,
 		features.SupportHTTPRouteParentRefPort, features.SupportHTTPRouteNamedRouteRule, features.SupportGRPCRouteNamedRouteRule,
+	}
+	if kong.LuaAllowed() {
+		names = append(names, features.SupportHTTPRouteSchemeRedirect, features.SupportHTTPRoutePortRedirect,
+			features.SupportHTTPRoutePathRedirect, features.SupportHTTPRoute303RedirectStatusCode,
+			features.SupportHTTPRoute307RedirectStatusCode, features.SupportHTTPRoute308RedirectStatusCode)
 	}
 	if kong.RouterFlavor == snapshot.RouterExpressions {
 		names = append(names, features.SupportHTTPRouteQueryParamMatching, features.SupportHTTPRoutePathRewrite)

@@ -21,12 +21,15 @@ import (
 type ruleFilters struct {
 	filters  []gwv1.HTTPRouteFilter
 	timeouts *gwv1.HTTPRouteTimeouts
+	// lua: Kong runs pre-function Lua, so redirects are answered by
+	// redirectLua rather than Kong's redirect plugin.
+	lua bool
 }
 
 // collectFilters checks that Kong can apply every filter of the rule and
 // says which cannot, by name: a rule is never served without its filters.
 func (t *translator) collectFilters(rule routeRule) (ruleFilters, string) {
-	out := ruleFilters{filters: slices.Clone(rule.filters), timeouts: rule.timeouts}
+	out := ruleFilters{filters: slices.Clone(rule.filters), timeouts: rule.timeouts, lua: t.snap.Kong.LuaAllowed()}
 	withFilters := 0
 	for _, b := range rule.backendRefs {
 		if len(b.Filters) > 0 {
@@ -47,6 +50,11 @@ func (t *translator) collectFilters(rule routeRule) (ruleFilters, string) {
 		seen[f.Type] = true
 		if msg := t.checkFilter(f); msg != "" {
 			return out, msg
+		}
+		if f.Type == gwv1.HTTPRouteFilterRequestRedirect {
+			if msg := checkRedirectPrefix(f.RequestRedirect, rule.matches); msg != "" {
+				return out, msg
+			}
 		}
 	}
 	if out.timeouts != nil {
@@ -93,9 +101,14 @@ func (t *translator) checkFilter(f gwv1.HTTPRouteFilter) string {
 		if f.RequestRedirect == nil {
 			return "filter RequestRedirect has no requestRedirect"
 		}
+		if msg := checkRedirect(f.RequestRedirect); msg != "" {
+			return msg
+		}
 		plugin = "redirect"
-		if p := f.RequestRedirect.Path; p != nil && p.Type != gwv1.FullPathHTTPPathModifier {
-			return fmt.Sprintf("filter RequestRedirect with path type %s is not supported by konglet yet", p.Type)
+		if t.snap.Kong.LuaAllowed() {
+			plugin = "pre-function"
+		} else if p := f.RequestRedirect.Path; p != nil && p.Type != gwv1.FullPathHTTPPathModifier {
+			return fmt.Sprintf("filter RequestRedirect with path type %s needs Kong to run konglet's pre-function Lua (Kong's redirect plugin has a fixed location)", p.Type)
 		}
 	case gwv1.HTTPRouteFilterCORS:
 		if f.CORS == nil {
@@ -177,7 +190,11 @@ func (f ruleFilters) plugins(routeName, host string, ports []int, m gwv1.HTTPRou
 		case gwv1.HTTPRouteFilterURLRewrite:
 			request = mergeTransformer(request, rewriteTransformer(flt.URLRewrite, m))
 		case gwv1.HTTPRouteFilterRequestRedirect:
-			add("redirect", redirectConfig(flt.RequestRedirect, host, ports))
+			if f.lua {
+				out = append(out, redirectPlugin(routeName, flt.RequestRedirect, m, tags))
+			} else {
+				add("redirect", redirectConfig(flt.RequestRedirect, host, ports))
+			}
 		case gwv1.HTTPRouteFilterCORS:
 			add("cors", corsConfig(flt.CORS))
 		}
@@ -189,10 +206,18 @@ func (f ruleFilters) plugins(routeName, host string, ports []int, m gwv1.HTTPRou
 	return out
 }
 
-// redirectKeepsHost tells whether a redirect takes its hostname from the
-// request (which checkRedirectHosts must allow).
-func (f ruleFilters) redirectKeepsHost() bool {
+// redirects tells whether the rule answers with a redirect.
+func (f ruleFilters) redirects() bool {
 	return slices.ContainsFunc(f.filters, func(flt gwv1.HTTPRouteFilter) bool {
+		return flt.Type == gwv1.HTTPRouteFilterRequestRedirect
+	})
+}
+
+// redirectKeepsHost tells whether Kong's redirect plugin would have to take
+// its hostname from the request (which checkRedirectHosts must allow); the
+// Lua redirect takes it from the request itself.
+func (f ruleFilters) redirectKeepsHost() bool {
+	return !f.lua && slices.ContainsFunc(f.filters, func(flt gwv1.HTTPRouteFilter) bool {
 		return flt.Type == gwv1.HTTPRouteFilterRequestRedirect && flt.RequestRedirect != nil && flt.RequestRedirect.Hostname == nil
 	})
 }

@@ -722,7 +722,11 @@ func (d *Double) luaRequest(req *Request) *luaRequest {
 	if req.Headers == nil {
 		req.Headers = http.Header{}
 	}
-	return newLuaRequest(host, req.Headers)
+	scheme := "http"
+	if req.TLS {
+		scheme = "https"
+	}
+	return newLuaRequest(host, req.Headers, scheme, req.Path, d.hostPort(req.ListenPort))
 }
 
 // route is Route without the rewrite phase.

@@ -1,0 +1,128 @@
+package translate_test
+
+import (
+	"regexp"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/konglet/konglet/proxy/declarative"
+	"github.com/konglet/konglet/sync/snapshot"
+	"github.com/konglet/konglet/sync/translate"
+)
+
+// luaChunk is what a per-route Lua chunk must be: konglet's values as
+// hexadecimal strings, then fixed code.
+var luaChunk = regexp.MustCompile(`^local konglet = \{(?:"[0-9a-f]*"(?:, "[0-9a-f]*")*)?\}\n`)
+
+// checkRouteLua fails unless every pre-function on a route is the redirect
+// code with its values: nothing of an object is in the code itself.
+func checkRouteLua(t *testing.T, cfg *declarative.Config) {
+	t.Helper()
+	for _, s := range cfg.Services {
+		for _, r := range s.Routes {
+			for _, p := range r.Plugins {
+				if p.Name != "pre-function" {
+					continue
+				}
+				chunks, _ := p.Config["access"].([]string)
+				if len(p.Config) != 1 || len(chunks) != 1 {
+					t.Fatalf("route %s: unexpected pre-function config %v", r.Name, p.Config)
+				}
+				head := luaChunk.FindString(chunks[0])
+				if head == "" || chunks[0][len(head):] != translate.RedirectLua {
+					t.Fatalf("route %s: the Lua is not the fixed redirect code with its values:\n%s", r.Name, chunks[0])
+				}
+			}
+		}
+	}
+}
+
+func TestLuaValues(t *testing.T) {
+	values := []string{"", `"`, `\`, "]]", "[[", "\n", "\r\n", "\x00", "é日本🎉", `"..os.exit()..--`, strings.Repeat("x", 1<<16), "\xff\xfe"}
+	got := translate.LuaValues(values...)
+	if luaChunk.FindString(got) != got {
+		t.Fatalf("not a table of hexadecimal strings: %.200q", got)
+	}
+	if translate.LuaValues() != "local konglet = {}\n" {
+		t.Fatal("no values")
+	}
+}
+
+// TestRedirectWithoutLua: where Kong cannot run Lua, redirects use Kong's
+// redirect plugin, whose location is fixed, and what it cannot do is
+// refused on the route; where it can, every redirect is the Lua.
+func TestRedirectWithoutLua(t *testing.T) {
+	in := `
+apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {name: konglet}
+spec: {controllerName: konglet.dev/gateway-controller}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: gw, namespace: ns}
+spec: {gatewayClassName: konglet, listeners: [{name: http, protocol: HTTP, port: 80}]}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: fixed, namespace: ns}
+spec:
+  parentRefs: [{name: gw}]
+  rules: [{filters: [{type: RequestRedirect, requestRedirect: {hostname: example.com, statusCode: 308}}]}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: keeps-host, namespace: ns}
+spec:
+  parentRefs: [{name: gw}]
+  rules: [{matches: [{path: {value: /k}}], filters: [{type: RequestRedirect, requestRedirect: {scheme: https}}]}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: prefix, namespace: ns}
+spec:
+  parentRefs: [{name: gw}]
+  hostnames: [example.org]
+  rules: [{matches: [{path: {value: /p}}], filters: [{type: RequestRedirect, requestRedirect: {path: {type: ReplacePrefixMatch, replacePrefixMatch: /q}}}]}]
+`
+	for _, lua := range []bool{true, false} {
+		var objs snapshot.Objects
+		if err := objs.Decode(strings.NewReader(in), "in"); err != nil {
+			t.Fatal(err)
+		}
+		kong := snapshot.DefaultKong(snapshot.RouterExpressions)
+		if !lua {
+			kong.UntrustedLua = "off"
+		}
+		res := translate.Translate(objs.Build(snapshot.DefaultControllerName, nil, types.NamespacedName{}, kong), nil)
+		checkRouteLua(t, res.Config)
+		plugins := map[string]string{}
+		for _, s := range res.Config.Services {
+			for _, r := range s.Routes {
+				for _, p := range r.Plugins {
+					plugins[strings.Split(s.Name, ".")[2]] = p.Name
+				}
+			}
+		}
+		accepted := map[string]string{}
+		for ref, parents := range res.Status.Routes {
+			accepted[ref.Name] = parents[0].Conditions[0].Message
+		}
+		if lua {
+			for _, name := range []string{"fixed", "keeps-host", "prefix"} {
+				if plugins[name] != "pre-function" || accepted[name] != "" {
+					t.Errorf("Lua: %s has %q, %q", name, plugins[name], accepted[name])
+				}
+			}
+			continue
+		}
+		if plugins["fixed"] != "redirect" || accepted["fixed"] != "" {
+			t.Errorf("no Lua: fixed has %q, %q", plugins["fixed"], accepted["fixed"])
+		}
+		if !strings.Contains(accepted["keeps-host"], "needs exact route hostnames") || !strings.Contains(accepted["prefix"], "pre-function") {
+			t.Errorf("no Lua: keeps-host %q, prefix %q", accepted["keeps-host"], accepted["prefix"])
+		}
+	}
+}
