@@ -11,11 +11,10 @@ import (
 
 // supportedFeatures are the Gateway API features konglet implements in
 // full on Kong's router flavor, as the upstream conformance suite checks
-// them; docs/features.md says why each other one is missing. Features met
-// only in part are not claimed: CORS (Kong's cors plugin answers preflights
-// differently from the Gateway API). Redirects in full need Kong to run
-// konglet's redirect Lua (redirect.go): Kong's redirect plugin has a fixed
-// location. GatewayHTTPListenerIsolation needs the expressions router
+// them; docs/features.md says why each other one is missing. Redirects and
+// CORS in full need Kong to run konglet's Lua (redirect.go, cors.go): Kong's
+// redirect plugin has a fixed location, and its cors plugin answers
+// preflights differently from the Gateway API. GatewayHTTPListenerIsolation needs the expressions router
 // (exclusions and net.dst.port) and the Host normalizer (hostplugin.go):
 // without it a Host header can name another listener's port or slip past an
 // exclusion.
@@ -31,7 +30,8 @@ func supportedFeatures(kong snapshot.Kong) []gwv1.SupportedFeature {
 	if kong.LuaAllowed() {
 		names = append(names, features.SupportHTTPRouteSchemeRedirect, features.SupportHTTPRoutePortRedirect,
 			features.SupportHTTPRoutePathRedirect, features.SupportHTTPRoute303RedirectStatusCode,
-			features.SupportHTTPRoute307RedirectStatusCode, features.SupportHTTPRoute308RedirectStatusCode)
+			features.SupportHTTPRoute307RedirectStatusCode, features.SupportHTTPRoute308RedirectStatusCode,
+			features.SupportHTTPRouteCORS)
 	}
 	if kong.RouterFlavor == snapshot.RouterExpressions {
 		names = append(names, features.SupportHTTPRouteQueryParamMatching, features.SupportHTTPRoutePathRewrite)

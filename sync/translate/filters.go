@@ -115,6 +115,12 @@ func (t *translator) checkFilter(f gwv1.HTTPRouteFilter) string {
 			return "filter CORS has no cors"
 		}
 		plugin = "cors"
+		if t.snap.Kong.LuaAllowed() {
+			plugin = "pre-function"
+			if msg := checkCORS(f.CORS); msg != "" {
+				return msg
+			}
+		}
 	default:
 		return fmt.Sprintf("filter %s is not supported by Kong", f.Type)
 	}
@@ -181,6 +187,9 @@ func (f ruleFilters) plugins(routeName, host string, ports []int, m gwv1.HTTPRou
 		out = append(out, &declarative.Plugin{ID: declarative.ID("plugin", routeName, name), Name: name, Config: config, Tags: tags})
 	}
 	var request map[string]any
+	// The Lua chunks of the route's pre-function, by phase: a CORS
+	// preflight is answered before a redirect.
+	var access, headerFilter []string
 	for _, flt := range f.filters {
 		switch flt.Type {
 		case gwv1.HTTPRouteFilterRequestHeaderModifier:
@@ -191,16 +200,32 @@ func (f ruleFilters) plugins(routeName, host string, ports []int, m gwv1.HTTPRou
 			request = mergeTransformer(request, rewriteTransformer(flt.URLRewrite, m))
 		case gwv1.HTTPRouteFilterRequestRedirect:
 			if f.lua {
-				out = append(out, redirectPlugin(routeName, flt.RequestRedirect, m, tags))
+				access = append(access, redirectChunk(flt.RequestRedirect, m))
 			} else {
 				add("redirect", redirectConfig(flt.RequestRedirect, host, ports))
 			}
 		case gwv1.HTTPRouteFilterCORS:
-			add("cors", corsConfig(flt.CORS))
+			if f.lua {
+				values := corsValues(flt.CORS)
+				access = append([]string{values + corsAccessLua}, access...)
+				headerFilter = append(headerFilter, values+corsHeaderFilterLua)
+			} else {
+				add("cors", corsConfig(flt.CORS))
+			}
 		}
 	}
 	if request != nil {
 		add("request-transformer", request)
+	}
+	if len(access) > 0 || len(headerFilter) > 0 {
+		cfg := map[string]any{}
+		if len(access) > 0 {
+			cfg["access"] = access
+		}
+		if len(headerFilter) > 0 {
+			cfg["header_filter"] = headerFilter
+		}
+		add("pre-function", cfg)
 	}
 	slices.SortFunc(out, func(a, b *declarative.Plugin) int { return strings.Compare(a.Name, b.Name) })
 	return out

@@ -8,8 +8,6 @@ import (
 	"strings"
 
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
-
-	"github.com/konglet/konglet/proxy/declarative"
 )
 
 // A RequestRedirect as the Gateway API defines it takes the scheme, the
@@ -82,9 +80,9 @@ return function()
 end
 `
 
-// redirectPlugin is the pre-function that answers a RequestRedirect on one
-// Kong route; prefix is the route's PathPrefix match, if any.
-func redirectPlugin(routeName string, r *gwv1.HTTPRequestRedirectFilter, m gwv1.HTTPRouteMatch, tags []string) *declarative.Plugin {
+// redirectChunk is the access chunk that answers a RequestRedirect on one
+// Kong route whose match is m.
+func redirectChunk(r *gwv1.HTTPRequestRedirectFilter, m gwv1.HTTPRouteMatch) string {
 	var scheme, hostname, port, pathType, path, prefix string
 	if r.Scheme != nil {
 		scheme = *r.Scheme
@@ -110,14 +108,7 @@ func redirectPlugin(routeName string, r *gwv1.HTTPRequestRedirectFilter, m gwv1.
 	if r.StatusCode != nil {
 		code = *r.StatusCode
 	}
-	return &declarative.Plugin{
-		ID:   declarative.ID("plugin", routeName, "pre-function"),
-		Name: "pre-function",
-		Config: map[string]any{
-			"access": []string{luaValues(scheme, hostname, port, pathType, path, prefix, strconv.Itoa(code)) + redirectLua},
-		},
-		Tags: tags,
-	}
+	return luaValues(scheme, hostname, port, pathType, path, prefix, strconv.Itoa(code)) + redirectLua
 }
 
 // checkRedirect refuses what the Gateway API does not allow in a redirect

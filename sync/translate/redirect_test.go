@@ -2,6 +2,7 @@ package translate_test
 
 import (
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -16,8 +17,9 @@ import (
 // hexadecimal strings, then fixed code.
 var luaChunk = regexp.MustCompile(`^local konglet = \{(?:"[0-9a-f]*"(?:, "[0-9a-f]*")*)?\}\n`)
 
-// checkRouteLua fails unless every pre-function on a route is the redirect
-// code with its values: nothing of an object is in the code itself.
+// checkRouteLua fails unless every chunk of a pre-function on a route is
+// one of the fixed codes of its phase with its values: nothing of an
+// object is in the code itself.
 func checkRouteLua(t *testing.T, cfg *declarative.Config) {
 	t.Helper()
 	for _, s := range cfg.Services {
@@ -26,13 +28,17 @@ func checkRouteLua(t *testing.T, cfg *declarative.Config) {
 				if p.Name != "pre-function" {
 					continue
 				}
-				chunks, _ := p.Config["access"].([]string)
-				if len(p.Config) != 1 || len(chunks) != 1 {
-					t.Fatalf("route %s: unexpected pre-function config %v", r.Name, p.Config)
-				}
-				head := luaChunk.FindString(chunks[0])
-				if head == "" || chunks[0][len(head):] != translate.RedirectLua {
-					t.Fatalf("route %s: the Lua is not the fixed redirect code with its values:\n%s", r.Name, chunks[0])
+				for phase, v := range p.Config {
+					chunks, _ := v.([]string)
+					if len(chunks) == 0 || translate.RouteLua[phase] == nil {
+						t.Fatalf("route %s: unexpected pre-function phase %s: %v", r.Name, phase, v)
+					}
+					for _, chunk := range chunks {
+						head := luaChunk.FindString(chunk)
+						if head == "" || !slices.Contains(translate.RouteLua[phase], chunk[len(head):]) {
+							t.Fatalf("route %s: the %s Lua is not fixed code with its values:\n%s", r.Name, phase, chunk)
+						}
+					}
 				}
 			}
 		}

@@ -90,18 +90,22 @@ type luaRequest struct {
 	// ($request_uri) and the port that port_maps maps the accepting listen
 	// to (ngx.ctx.host_port).
 	scheme     string
+	method     string
 	requestURI string
 	hostPort   int
+	// respHeaders are the response's headers while the header_filter
+	// phase runs (kong.response.set_header), nil before.
+	respHeaders http.Header
 }
 
-func newLuaRequest(host string, headers http.Header, scheme, requestURI string, hostPort int) *luaRequest {
+func newLuaRequest(host string, headers http.Header, scheme, method, requestURI string, hostPort int) *luaRequest {
 	L := lua.NewState(lua.Options{SkipOpenLibs: true, CallStackSize: 64, RegistrySize: 1024})
 	for _, open := range []lua.LGFunction{lua.OpenBase, lua.OpenString, lua.OpenTable, lua.OpenMath, lua.OpenOs} {
 		L.Push(L.NewFunction(open))
 		L.Call(0, 0)
 	}
 	lr := &luaRequest{L: L, ctx: L.NewTable(), headers: headers, host: host, hasHost: host != "",
-		scheme: scheme, requestURI: requestURI, hostPort: hostPort}
+		scheme: scheme, method: method, requestURI: requestURI, hostPort: hostPort}
 	lr.env = lr.sandbox()
 	return lr
 }

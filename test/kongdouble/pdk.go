@@ -51,8 +51,44 @@ func (lr *luaRequest) kong() *lua.LTable {
 		return ""
 	}))
 
+	// get_method is the request's method.
+	request.RawSetString("get_method", str(func() string { return lr.method }))
+	// get_header is $http_<name>: nil when absent; several headers of the
+	// name joined with ", " (nginx 1.23 and later, as in Kong 3.9).
+	request.RawSetString("get_header", fn(func(L *lua.LState) int {
+		values := lr.headers.Values(L.CheckString(1))
+		if len(values) == 0 {
+			L.Push(lua.LNil)
+			return 1
+		}
+		L.Push(lua.LString(strings.Join(values, ", ")))
+		return 1
+	}))
+
 	response := L.NewTable()
 	response.RawSetString("exit", fn(lr.responseExit))
+	// set_header and add_header in header_filter: the value as a string
+	// (numbers and booleans converted), control characters escaped.
+	for name, set := range map[string]bool{"set_header": true, "add_header": false} {
+		response.RawSetString(name, fn(func(L *lua.LState) int {
+			if lr.respHeaders == nil {
+				L.RaiseError("kongdouble: kong.response.%s outside header_filter is not modelled by the double", name)
+			}
+			header, value := L.CheckString(1), L.Get(2)
+			switch value.(type) {
+			case lua.LString, lua.LNumber, lua.LBool:
+			default:
+				L.RaiseError("invalid header value for %q: got %s, expected array of string, string, number or boolean", header, value.Type())
+			}
+			v := escapeHeaderValue(value.String())
+			if set {
+				lr.respHeaders.Set(header, v)
+			} else {
+				lr.respHeaders.Add(header, v)
+			}
+			return 0
+		}))
+	}
 
 	kong := L.NewTable()
 	kong.RawSetString("request", lr.strict("kong.request.", request))

@@ -18,7 +18,7 @@ import (
 
 // translated is the Kong configuration konglet makes of in (a
 // GatewayClass, a Gateway gw with an HTTP listener on port 80 and the
-// Service app are added), with Kong's defaults: expressions, Lua allowed.
+// Service app, whose endpoint is the data plane's backend a, are added), with Kong's defaults: expressions, Lua allowed.
 func translated(t *testing.T, in string) (M, translate.Result) {
 	t.Helper()
 	var objs snapshot.Objects
@@ -36,7 +36,14 @@ spec: {gatewayClassName: konglet, listeners: [{name: http, protocol: HTTP, port:
 apiVersion: v1
 kind: Service
 metadata: {name: app, namespace: ns}
-spec: {ports: [{port: 80}]}
+spec: {ports: [{name: http, port: 80, targetPort: 3000}]}
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: app-1, namespace: ns, labels: {kubernetes.io/service-name: app}}
+addressType: IPv4
+ports: [{name: http, port: 3000}]
+endpoints: [{addresses: [198.18.0.1], conditions: {ready: true}}]
 ---
 `
 	if err := objs.Decode(strings.NewReader(base+in), "in"); err != nil {

@@ -726,7 +726,11 @@ func (d *Double) luaRequest(req *Request) *luaRequest {
 	if req.TLS {
 		scheme = "https"
 	}
-	return newLuaRequest(host, req.Headers, scheme, req.Path, d.hostPort(req.ListenPort))
+	method := req.Method
+	if method == "" {
+		method = http.MethodGet
+	}
+	return newLuaRequest(host, req.Headers, scheme, method, req.Path, d.hostPort(req.ListenPort))
 }
 
 // route is Route without the rewrite phase.
