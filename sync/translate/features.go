@@ -26,6 +26,8 @@ func supportedFeatures(kong snapshot.Kong) []gwv1.SupportedFeature {
 		features.SupportHTTPRouteMethodMatching, features.SupportHTTPRouteResponseHeaderModification,
 		features.SupportHTTPRouteHostRewrite, features.SupportHTTPRouteBackendTimeout,
 		features.SupportHTTPRouteParentRefPort, features.SupportHTTPRouteNamedRouteRule, features.SupportGRPCRouteNamedRouteRule,
+		// A listener's port is any port of the publish Service: 8080 too.
+		features.SupportGatewayPort8080,
 	}
 	if kong.LuaAllowed() {
 		names = append(names, features.SupportHTTPRouteSchemeRedirect, features.SupportHTTPRoutePortRedirect,
