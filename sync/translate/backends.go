@@ -28,6 +28,9 @@ type backend struct {
 	weight  int32
 	// addrs are the host:port targets Kong connects to (checked).
 	addrs []string
+	// headers is the backendRef's RequestHeaderModifier, where a rule with
+	// several backends filters per backend (backendLua).
+	headers *gwv1.HTTPHeaderFilter
 }
 
 // backendService names the Service a backendRef points at, if the route

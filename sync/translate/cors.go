@@ -172,8 +172,8 @@ func corsValues(c *gwv1.HTTPCORSFilter) string {
 
 var (
 	corsOriginPattern = regexp.MustCompile(`^(\*|https?://((\*\.)?([a-zA-Z0-9-]+\.)*[a-zA-Z0-9-]+|\*)(:[0-9]{1,5})?)$`)
-	// corsTokenPattern is an RFC 9110 token: a header or method name.
-	corsTokenPattern = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+	// tokenPattern is an RFC 9110 token: a header or method name.
+	tokenPattern = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 )
 
 // checkCORS refuses what the Gateway API does not allow in a CORS filter
@@ -199,7 +199,7 @@ func checkCORS(c *gwv1.HTTPCORSFilter) string {
 			return fmt.Sprintf("filter CORS: %s cannot contain * alongside other values", field)
 		}
 		for _, v := range items {
-			if field != "allowOrigins" && !corsTokenPattern.MatchString(v) {
+			if field != "allowOrigins" && !tokenPattern.MatchString(v) {
 				return fmt.Sprintf("filter CORS with %s %q: not a token", field, v)
 			}
 		}

@@ -1,10 +1,11 @@
 package translate
 
-// RouteLua is the fixed code of the per-route pre-function chunks, by
-// phase, for the tests that check nothing of an object gets into it.
+// RouteLua is the fixed code of the per-route serverless chunks, by plugin
+// and phase, for the tests that check nothing of an object gets into it.
 var RouteLua = map[string][]string{
-	"access":        {redirectLua, corsAccessLua},
-	"header_filter": {corsHeaderFilterLua},
+	"pre-function access":        {redirectLua, corsAccessLua},
+	"pre-function header_filter": {corsHeaderFilterLua},
+	"post-function access":       {backendLua},
 }
 
 // LuaValues is luaValues.

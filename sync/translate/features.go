@@ -11,10 +11,11 @@ import (
 
 // supportedFeatures are the Gateway API features konglet implements in
 // full on Kong's router flavor, as the upstream conformance suite checks
-// them; docs/features.md says why each other one is missing. Redirects and
-// CORS in full need Kong to run konglet's Lua (redirect.go, cors.go): Kong's
-// redirect plugin has a fixed location, and its cors plugin answers
-// preflights differently from the Gateway API. GatewayHTTPListenerIsolation needs the expressions router
+// them; docs/features.md says why each other one is missing. Redirects,
+// CORS and per-backend request headers in full need Kong to run konglet's
+// Lua (redirect.go, cors.go, backendlua.go): Kong's redirect plugin has a
+// fixed location, its cors plugin answers preflights differently from the
+// Gateway API, and Kong applies plugins per route, not per target. GatewayHTTPListenerIsolation needs the expressions router
 // (exclusions and net.dst.port) and the Host normalizer (hostplugin.go):
 // without it a Host header can name another listener's port or slip past an
 // exclusion.
@@ -34,6 +35,9 @@ func supportedFeatures(kong snapshot.Kong) []gwv1.SupportedFeature {
 			features.SupportHTTPRoutePathRedirect, features.SupportHTTPRoute303RedirectStatusCode,
 			features.SupportHTTPRoute307RedirectStatusCode, features.SupportHTTPRoute308RedirectStatusCode,
 			features.SupportHTTPRouteCORS)
+		if kong.PluginEnabled("post-function") {
+			names = append(names, features.SupportHTTPRouteBackendRequestHeaderModification)
+		}
 	}
 	if kong.RouterFlavor == snapshot.RouterExpressions {
 		names = append(names, features.SupportHTTPRouteQueryParamMatching, features.SupportHTTPRoutePathRewrite)

@@ -24,6 +24,9 @@ type ruleFilters struct {
 	// lua: Kong runs pre-function Lua, so redirects are answered by
 	// redirectLua rather than Kong's redirect plugin.
 	lua bool
+	// perBackend: the rule has several backends and some filter their
+	// requests, which backendLua does (backend.headers).
+	perBackend bool
 }
 
 // collectFilters checks that Kong can apply every filter of the rule and
@@ -36,10 +39,13 @@ func (t *translator) collectFilters(rule routeRule) (ruleFilters, string) {
 			withFilters++
 		}
 	}
-	if withFilters > 0 {
-		if len(rule.backendRefs) > 1 {
-			return out, "filters on one of several backendRefs are not supported by Kong (it cannot filter per target)"
+	switch {
+	case withFilters > 0 && len(rule.backendRefs) > 1:
+		if msg := t.checkBackendFilters(rule.backendRefs); msg != "" {
+			return out, msg
 		}
+		out.perBackend = true
+	case withFilters > 0:
 		out.filters = append(out.filters, rule.backendRefs[0].Filters...)
 	}
 	seen := map[gwv1.HTTPRouteFilterType]bool{}

@@ -17,25 +17,26 @@ import (
 // hexadecimal strings, then fixed code.
 var luaChunk = regexp.MustCompile(`^local konglet = \{(?:"[0-9a-f]*"(?:, "[0-9a-f]*")*)?\}\n`)
 
-// checkRouteLua fails unless every chunk of a pre-function on a route is
-// one of the fixed codes of its phase with its values: nothing of an
+// checkRouteLua fails unless every chunk of a serverless plugin on a route
+// is one of the fixed codes of its plugin and phase with its values: nothing of an
 // object is in the code itself.
 func checkRouteLua(t *testing.T, cfg *declarative.Config) {
 	t.Helper()
 	for _, s := range cfg.Services {
 		for _, r := range s.Routes {
 			for _, p := range r.Plugins {
-				if p.Name != "pre-function" {
+				if p.Name != "pre-function" && p.Name != "post-function" {
 					continue
 				}
 				for phase, v := range p.Config {
 					chunks, _ := v.([]string)
-					if len(chunks) == 0 || translate.RouteLua[phase] == nil {
+					fixed := translate.RouteLua[p.Name+" "+phase]
+					if len(chunks) == 0 || fixed == nil {
 						t.Fatalf("route %s: unexpected pre-function phase %s: %v", r.Name, phase, v)
 					}
 					for _, chunk := range chunks {
 						head := luaChunk.FindString(chunk)
-						if head == "" || !slices.Contains(translate.RouteLua[phase], chunk[len(head):]) {
+						if head == "" || !slices.Contains(fixed, chunk[len(head):]) {
 							t.Fatalf("route %s: the %s Lua is not fixed code with its values:\n%s", r.Name, phase, chunk)
 						}
 					}

@@ -77,6 +77,9 @@ func (t *translator) rules(r route) (out []ruleResult, read []backendInput) {
 				continue
 			}
 			if b.weight > 0 {
+				if res.filters.perBackend {
+					b.headers = ref.Filters[0].RequestHeaderModifier
+				}
 				res.backends = append(res.backends, b)
 			}
 		}

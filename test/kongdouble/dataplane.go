@@ -306,6 +306,13 @@ func (p *DataPlane) serve(w http.ResponseWriter, r *http.Request, listenPort int
 		writeExit(w, exit, p.d.opts.Version, start)
 		return
 	}
+	if lr != nil && lr.upstream != "" {
+		// kong.service.set_upstream: the balancer picks from that one.
+		p.d.mu.Lock()
+		cfg := p.d.config
+		p.d.mu.Unlock()
+		dec.Targets, dec.UpstreamName = cfg.upstreamTargets(lr.upstream)
+	}
 	p.proxy(w, r, dec, out, headerFilter, start)
 }
 

@@ -96,6 +96,10 @@ type luaRequest struct {
 	// respHeaders are the response's headers while the header_filter
 	// phase runs (kong.response.set_header), nil before.
 	respHeaders http.Header
+	// upstream is what kong.service.set_upstream chose ("" if nothing);
+	// upstreamExists tells whether the loaded config has that upstream.
+	upstream       string
+	upstreamExists func(string) bool
 }
 
 func newLuaRequest(host string, headers http.Header, scheme, method, requestURI string, hostPort int) *luaRequest {

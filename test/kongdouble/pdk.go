@@ -90,7 +90,50 @@ func (lr *luaRequest) kong() *lua.LTable {
 		}))
 	}
 
+	// kong.service.set_upstream(host): true, or nil and an error when no
+	// upstream has that name (kong/pdk/service.lua).
+	service := L.NewTable()
+	service.RawSetString("set_upstream", fn(func(L *lua.LState) int {
+		name := L.CheckString(1)
+		if !lr.upstreamExists(name) {
+			L.Push(lua.LNil)
+			L.Push(lua.LString("could not find an Upstream named '" + name + "'"))
+			return 2
+		}
+		lr.upstream = name
+		L.Push(lua.LTrue)
+		return 1
+	}))
+	// kong.service.request.set_header, add_header and clear_header change
+	// the request to the upstream (ngx.req.set_header); Host is the
+	// upstream Host ($upstream_host).
+	serviceRequest := L.NewTable()
+	for name, op := range map[string]func(header, value string){
+		"set_header": func(h, v string) { lr.headers.Set(h, escapeHeaderValue(v)) },
+		"add_header": func(h, v string) { lr.headers.Add(h, escapeHeaderValue(v)) },
+	} {
+		serviceRequest.RawSetString(name, fn(func(L *lua.LState) int {
+			header, value := L.CheckString(1), L.Get(2)
+			switch value.(type) {
+			case lua.LString, lua.LNumber, lua.LBool:
+			default:
+				L.RaiseError("invalid header value for %q: got %s, expected array of string, string, number or boolean", header, value.Type())
+			}
+			if strings.EqualFold(header, "host") {
+				L.RaiseError("kongdouble: kong.service.request.%s(\"host\") is not modelled by the double", name)
+			}
+			op(header, value.String())
+			return 0
+		}))
+	}
+	serviceRequest.RawSetString("clear_header", fn(func(L *lua.LState) int {
+		lr.headers.Del(L.CheckString(1))
+		return 0
+	}))
+	service.RawSetString("request", lr.strict("kong.service.request.", serviceRequest))
+
 	kong := L.NewTable()
+	kong.RawSetString("service", lr.strict("kong.service.", service))
 	kong.RawSetString("request", lr.strict("kong.request.", request))
 	kong.RawSetString("response", lr.strict("kong.response.", response))
 	return lr.strict("kong.", kong)

@@ -730,7 +730,18 @@ func (d *Double) luaRequest(req *Request) *luaRequest {
 	if method == "" {
 		method = http.MethodGet
 	}
-	return newLuaRequest(host, req.Headers, scheme, method, req.Path, d.hostPort(req.ListenPort))
+	lr := newLuaRequest(host, req.Headers, scheme, method, req.Path, d.hostPort(req.ListenPort))
+	lr.upstreamExists = func(name string) bool {
+		d.mu.Lock()
+		cfg := d.config
+		d.mu.Unlock()
+		if cfg == nil {
+			return false
+		}
+		_, up := cfg.upstreamTargets(name)
+		return up != ""
+	}
+	return lr
 }
 
 // route is Route without the rewrite phase.
