@@ -29,6 +29,8 @@ func supportedFeatures(kong snapshot.Kong) []gwv1.SupportedFeature {
 		features.SupportHTTPRouteParentRefPort, features.SupportHTTPRouteNamedRouteRule, features.SupportGRPCRouteNamedRouteRule,
 		// A listener's port is any port of the publish Service: 8080 too.
 		features.SupportGatewayPort8080,
+		// Kong passes an Upgrade on: appProtocol kubernetes.io/ws works.
+		features.SupportHTTPRouteBackendProtocolWebSocket,
 	}
 	if kong.LuaAllowed() {
 		names = append(names, features.SupportHTTPRouteSchemeRedirect, features.SupportHTTPRoutePortRedirect,
