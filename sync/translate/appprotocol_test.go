@@ -54,3 +54,41 @@ spec: {parentRefs: [{name: gw}], rules: [{backendRefs: [{name: app, port: 8082}]
 		}
 	}
 }
+
+// TestRetryAndSessionPersistenceRefused: rule fields Kong cannot do are
+// reported on the rule, never served without.
+func TestRetryAndSessionPersistenceRefused(t *testing.T) {
+	for field, want := range map[string]string{
+		`retry: {codes: [500], attempts: 2}`:                 "retry is not supported",
+		`sessionPersistence: {sessionName: s, type: Cookie}`: "sessionPersistence is not supported",
+	} {
+		var objs snapshot.Objects
+		in := `
+apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {name: konglet}
+spec: {controllerName: konglet.dev/gateway-controller}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: gw, namespace: ns}
+spec: {gatewayClassName: konglet, listeners: [{name: http, protocol: HTTP, port: 80}]}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: r, namespace: ns}
+spec: {parentRefs: [{name: gw}], rules: [{` + field + `}]}
+`
+		if err := objs.Decode(strings.NewReader(in), "in"); err != nil {
+			t.Fatal(err)
+		}
+		res := translate.Translate(objs.Build(snapshot.DefaultControllerName, nil, types.NamespacedName{}, snapshot.DefaultKong(snapshot.RouterExpressions)), nil)
+		got := ""
+		for _, parents := range res.Status.Routes {
+			got = parents[0].Conditions[0].Message
+		}
+		if !strings.Contains(got, want) || len(res.Config.Services) != 0 {
+			t.Errorf("%s: Accepted message %q, %d services", field, got, len(res.Config.Services))
+		}
+	}
+}

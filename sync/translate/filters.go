@@ -33,6 +33,9 @@ type ruleFilters struct {
 // says which cannot, by name: a rule is never served without its filters.
 func (t *translator) collectFilters(rule routeRule) (ruleFilters, string) {
 	out := ruleFilters{filters: slices.Clone(rule.filters), timeouts: rule.timeouts, lua: t.snap.Kong.LuaAllowed()}
+	if rule.unsupported != "" {
+		return out, rule.unsupported
+	}
 	withFilters := 0
 	for _, b := range rule.backendRefs {
 		if len(b.Filters) > 0 {
