@@ -77,7 +77,7 @@ func (t *translator) rules(r route) (out []ruleResult, read []backendInput) {
 				continue
 			}
 			if b.weight > 0 {
-				if res.filters.perBackend {
+				if res.filters.perBackend && len(ref.Filters) > 0 {
 					b.headers = ref.Filters[0].RequestHeaderModifier
 				}
 				res.backends = append(res.backends, b)
