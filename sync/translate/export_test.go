@@ -10,3 +10,6 @@ var RouteLua = map[string][]string{
 
 // LuaValues is luaValues.
 var LuaValues = luaValues
+
+// HostRestoreLua is the first access chunk of every route's pre-function.
+const HostRestoreLua = hostRestoreLua

@@ -227,10 +227,10 @@ func (f ruleFilters) plugins(routeName, host string, ports []int, m gwv1.HTTPRou
 		add("request-transformer", request)
 	}
 	if len(access) > 0 || len(headerFilter) > 0 {
-		cfg := map[string]any{}
-		if len(access) > 0 {
-			cfg["access"] = access
-		}
+		// Kong runs one configuration of a plugin per request, the most
+		// specific: this one replaces the global Host normalizer's, whose
+		// access chunk (giving the upstream the client's Host) comes first.
+		cfg := map[string]any{"access": append([]string{hostRestoreLua}, access...)}
 		if len(headerFilter) > 0 {
 			cfg["header_filter"] = headerFilter
 		}

@@ -34,6 +34,12 @@ func checkRouteLua(t *testing.T, cfg *declarative.Config) {
 					if len(chunks) == 0 || fixed == nil {
 						t.Fatalf("route %s: unexpected pre-function phase %s: %v", r.Name, phase, v)
 					}
+					if p.Name == "pre-function" && phase == "access" {
+						if chunks[0] != translate.HostRestoreLua {
+							t.Fatalf("route %s: the pre-function does not give the upstream the client's Host first", r.Name)
+						}
+						chunks = chunks[1:]
+					}
 					for _, chunk := range chunks {
 						head := luaChunk.FindString(chunk)
 						if head == "" || !slices.Contains(fixed, chunk[len(head):]) {

@@ -86,6 +86,8 @@ spec:
 		{"simple request, not allowed", "GET", "/cors-1", []string{"Origin", "https://foobar.com"}, 200, map[string]string{
 			"Access-Control-Allow-Origin": "", "Access-Control-Allow-Credentials": ""}, true},
 		{"no Origin", "GET", "/cors-1", nil, 200, map[string]string{"Access-Control-Allow-Origin": ""}, true},
+		{"the upstream gets the client's Host", "GET", "/cors-1", []string{"Origin", "https://www.foo.com"}, 200, map[string]string{
+			"X-Upstream-Host": "Example.ORG:80"}, true},
 		{"OPTIONS without Access-Control-Request-Method is proxied", "OPTIONS", "/cors-1", []string{"Origin", "https://www.foo.com"}, 200, map[string]string{
 			"Access-Control-Allow-Origin": "https://www.foo.com"}, true},
 		{"wildcard methods echo the method", "OPTIONS", "/cors-2", preflight("https://www.foo.com", "POST", ""), 200, map[string]string{
@@ -102,7 +104,15 @@ spec:
 		{"a redirect with CORS headers", "GET", "/redirect", []string{"Origin", "https://www.foo.com"}, 302, map[string]string{
 			"Access-Control-Allow-Origin": "https://www.foo.com", "Location": "http://example.com/redirect"}, false},
 	} {
-		p := send(t, s, c.method, "example.org", c.path, c.headers...)
+		host := "example.org"
+		if _, ok := c.want["X-Upstream-Host"]; ok {
+			host = "Example.ORG:80"
+		}
+		p := send(t, s, c.method, host, c.path, c.headers...)
+		if want, ok := c.want["X-Upstream-Host"]; ok && p.echo.Host != want {
+			t.Errorf("%s: upstream Host %q, want %q", c.name, p.echo.Host, want)
+		}
+		delete(c.want, "X-Upstream-Host")
 		if p.status != c.status || (p.header.Get("X-Backend") != "") != c.proxied {
 			t.Errorf("%s: %d, proxied %v; want %d, %v", c.name, p.status, p.header.Get("X-Backend") != "", c.status, c.proxied)
 		}
