@@ -123,12 +123,12 @@ func (t *translator) checkFilter(f gwv1.HTTPRouteFilter) string {
 		if f.CORS == nil {
 			return "filter CORS has no cors"
 		}
-		plugin = "cors"
-		if t.snap.Kong.LuaAllowed() {
-			plugin = "pre-function"
-			if msg := checkCORS(f.CORS); msg != "" {
-				return msg
-			}
+		if !t.snap.Kong.LuaAllowed() {
+			return "filter CORS needs Kong to run konglet's pre-function Lua (Kong's cors plugin answers preflights differently from the Gateway API)"
+		}
+		plugin = "pre-function"
+		if msg := checkCORS(f.CORS); msg != "" {
+			return msg
 		}
 	default:
 		return fmt.Sprintf("filter %s is not supported by Kong", f.Type)
@@ -214,13 +214,9 @@ func (f ruleFilters) plugins(routeName, host string, ports []int, m gwv1.HTTPRou
 				add("redirect", redirectConfig(flt.RequestRedirect, host, ports))
 			}
 		case gwv1.HTTPRouteFilterCORS:
-			if f.lua {
-				values := corsValues(flt.CORS)
-				access = append([]string{values + corsAccessLua}, access...)
-				headerFilter = append(headerFilter, values+corsHeaderFilterLua)
-			} else {
-				add("cors", corsConfig(flt.CORS))
-			}
+			values := corsValues(flt.CORS)
+			access = append([]string{values + corsAccessLua}, access...)
+			headerFilter = append(headerFilter, values+corsHeaderFilterLua)
 		}
 	}
 	if request != nil {
@@ -377,52 +373,6 @@ func redirectConfig(r *gwv1.HTTPRequestRedirectFilter, host string, ports []int)
 
 func defaultPort(scheme string, port int) bool {
 	return (scheme == "http" && port == 80) || (scheme == "https" && port == 443)
-}
-
-var corsMethods = []string{"GET", "HEAD", "PUT", "PATCH", "POST", "DELETE", "OPTIONS", "TRACE", "CONNECT"}
-
-// corsConfig maps the CORS filter onto Kong's cors plugin, whose origins
-// are literal strings or regular expressions.
-func corsConfig(c *gwv1.HTTPCORSFilter) map[string]any {
-	cfg := map[string]any{}
-	var origins []string
-	for _, o := range c.AllowOrigins {
-		s := string(o)
-		if s == "*" || !strings.Contains(s, "*") {
-			origins = append(origins, s)
-			continue
-		}
-		origins = append(origins, "^"+strings.ReplaceAll(regexp.QuoteMeta(s), `\*`, `[^/]+`)+"$")
-	}
-	if len(origins) > 0 {
-		cfg["origins"] = origins
-	}
-	if len(c.AllowMethods) > 0 {
-		var methods []string
-		for _, m := range c.AllowMethods {
-			if m == "*" {
-				methods = corsMethods
-				break
-			}
-			if slices.Contains(corsMethods, string(m)) {
-				methods = append(methods, string(m))
-			}
-		}
-		cfg["methods"] = methods
-	}
-	if len(c.AllowHeaders) > 0 {
-		cfg["headers"] = headerNames(c.AllowHeaders)
-	}
-	if len(c.ExposeHeaders) > 0 {
-		cfg["exposed_headers"] = headerNames(c.ExposeHeaders)
-	}
-	if c.AllowCredentials != nil {
-		cfg["credentials"] = *c.AllowCredentials
-	}
-	if c.MaxAge > 0 {
-		cfg["max_age"] = c.MaxAge
-	}
-	return cfg
 }
 
 func headerNames(hs []gwv1.HTTPHeaderName) []string {
