@@ -28,6 +28,9 @@ type backend struct {
 	weight  int32
 	// addrs are the host:port targets Kong connects to (checked).
 	addrs []string
+	// headers is the backendRef's RequestHeaderModifier, where a rule with
+	// several backends filters per backend (backendLua).
+	headers *gwv1.HTTPHeaderFilter
 }
 
 // backendService names the Service a backendRef points at, if the route
@@ -78,6 +81,9 @@ func (t *translator) resolveBackend(key types.NamespacedName, ref gwv1.BackendRe
 			return backend{}, &refProblem{gwv1.RouteReasonBackendNotFound, fmt.Sprintf("Service %s/%s has no port %d", ns, ref.Name, *ref.Port)}
 		}
 		b.port = svc.Spec.Ports[i]
+		if msg := httpAppProtocol(fromKind, b.port.AppProtocol); msg != "" {
+			return backend{}, &refProblem{gwv1.RouteReasonUnsupportedProtocol, fmt.Sprintf("Service %s/%s port %d: %s", ns, ref.Name, *ref.Port, msg)}
+		}
 	}
 	addrs, problem := t.backendAddresses(b, fromNamespace, fromKind)
 	if problem != nil {
@@ -85,6 +91,24 @@ func (t *translator) resolveBackend(key types.NamespacedName, ref gwv1.BackendRe
 	}
 	b.addrs = addrs
 	return b, nil
+}
+
+// httpAppProtocol refuses the backend protocols an HTTPRoute cannot reach
+// through Kong: HTTP/2 without TLS (an http Kong service speaks HTTP/1.1
+// to its upstream; only grpc services speak h2c) and WebSocket over TLS
+// (that needs backend TLS, which konglet does not configure). WebSocket
+// (kubernetes.io/ws) is proxied: Kong passes an Upgrade on to the upstream.
+func httpAppProtocol(fromKind gwv1.Kind, appProtocol *string) string {
+	if fromKind != kindHTTPRoute || appProtocol == nil {
+		return ""
+	}
+	switch *appProtocol {
+	case "kubernetes.io/h2c":
+		return "appProtocol kubernetes.io/h2c is not supported (Kong speaks HTTP/1.1 to an HTTP upstream)"
+	case "kubernetes.io/wss":
+		return "appProtocol kubernetes.io/wss is not supported (it needs TLS to the backend, which konglet does not configure)"
+	}
+	return ""
 }
 
 // grantedTo tells whether a ReferenceGrant in toNamespace lets objects of

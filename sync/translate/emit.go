@@ -21,11 +21,25 @@ func (t *translator) emit(r route, rules []ruleResult, places []placement) (serv
 		// matters for a host that is not an upstream.
 		ruleBase := base + strconv.Itoa(rule.index)
 		svc := &declarative.Service{Name: ruleBase, Tags: tags, Protocol: r.serviceProtocol(), Host: noBackendHost}
-		if len(rule.backends) > 0 {
-			svc.Host = upstreamName(rule.backends)
-			// Rules with the same backends share one upstream.
-			if !slices.ContainsFunc(upstreams, func(u *declarative.Upstream) bool { return u.Name == svc.Host }) {
-				upstreams = append(upstreams, t.upstream(svc.Host, rule.backends))
+		// Rules with the same backends share one upstream; backends that
+		// filter their requests each have their own (backendChunk).
+		groups := [][]backend{rule.backends}
+		if rule.filters.perBackend {
+			groups = nil
+			for _, b := range rule.backends {
+				groups = append(groups, []backend{b})
+			}
+		}
+		for i, g := range groups {
+			if len(g) == 0 {
+				continue
+			}
+			name := upstreamName(g)
+			if i == 0 {
+				svc.Host = name
+			}
+			if !slices.ContainsFunc(upstreams, func(u *declarative.Upstream) bool { return u.Name == name }) {
+				upstreams = append(upstreams, t.upstream(name, g))
 			}
 		}
 		rule.filters.serviceTimeouts(svc)
@@ -33,10 +47,14 @@ func (t *translator) emit(r route, rules []ruleResult, places []placement) (serv
 			for pi, place := range places {
 				name := ruleBase + "." + strconv.Itoa(mi) + "." + strconv.Itoa(pi)
 				plugins := rule.filters.plugins(name, place.host, place.ports, m, tags)
+				if rule.filters.perBackend && len(rule.backends) > 0 {
+					plugins = append(plugins, &declarative.Plugin{ID: declarative.ID("plugin", name, "post-function"), Name: "post-function",
+						Config: map[string]any{"access": []string{backendChunk(rule.backends)}}, Tags: tags})
+				}
 				kr := t.kongRoute(name, place, m, rule.filters, r.stream())
 				kr.order = routeOrder{rule: rule.index, match: mi}
 				kr.route.Plugins = plugins
-				if len(rule.backends) == 0 && !redirects(plugins) && !r.stream() {
+				if len(rule.backends) == 0 && !rule.filters.redirects() && !r.stream() {
 					kr.route.Plugins = append(kr.route.Plugins, noBackendPlugin(name, tags))
 				}
 				svc.Routes = append(svc.Routes, kr.route)
@@ -60,8 +78,4 @@ func noBackendPlugin(routeName string, tags []string) *declarative.Plugin {
 		},
 		Tags: tags,
 	}
-}
-
-func redirects(plugins []*declarative.Plugin) bool {
-	return slices.ContainsFunc(plugins, func(p *declarative.Plugin) bool { return p.Name == "redirect" })
 }

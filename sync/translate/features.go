@@ -11,10 +11,11 @@ import (
 
 // supportedFeatures are the Gateway API features konglet implements in
 // full on Kong's router flavor, as the upstream conformance suite checks
-// them; docs/features.md says why each other one is missing. Features met
-// only in part are not claimed: redirects that keep the request's hostname
-// (Kong's redirect plugin has a fixed location) and CORS (Kong's cors
-// plugin answers preflights differently from the Gateway API).
+// them; docs/features.md says why each other one is missing. Redirects,
+// CORS and per-backend request headers in full need Kong to run konglet's
+// Lua (redirect.go, cors.go, backendlua.go): Kong's redirect plugin has a
+// fixed location, its cors plugin answers preflights differently from the
+// Gateway API, and Kong applies plugins per route, not per target.
 // GatewayHTTPListenerIsolation needs the Host normalizer (hostplugin.go):
 // without it a Host header can name another listener's port or slip past an
 // exclusion. The expressions router excludes the hostnames of more specific
@@ -33,12 +34,22 @@ func supportedFeatures(kong snapshot.Kong) []gwv1.SupportedFeature {
 		features.SupportHTTPRouteHostRewrite, features.SupportHTTPRouteBackendTimeout,
 		features.SupportHTTPRouteParentRefPort, features.SupportHTTPRouteNamedRouteRule, features.SupportGRPCRouteNamedRouteRule,
 		features.SupportHTTPRoutePathRewrite,
+		// A listener's port is any port of the publish Service: 8080 too.
+		features.SupportGatewayPort8080,
+		// Kong passes an Upgrade on: appProtocol kubernetes.io/ws works.
+		features.SupportHTTPRouteBackendProtocolWebSocket,
+	}
+	if kong.LuaAllowed() {
+		names = append(names, features.SupportGatewayHTTPListenerIsolation, features.SupportHTTPRouteSchemeRedirect, features.SupportHTTPRoutePortRedirect,
+			features.SupportHTTPRoutePathRedirect, features.SupportHTTPRoute303RedirectStatusCode,
+			features.SupportHTTPRoute307RedirectStatusCode, features.SupportHTTPRoute308RedirectStatusCode,
+			features.SupportHTTPRouteCORS)
+		if kong.PluginEnabled("post-function") {
+			names = append(names, features.SupportHTTPRouteBackendRequestHeaderModification)
+		}
 	}
 	if kong.RouterFlavor == snapshot.RouterExpressions {
 		names = append(names, features.SupportHTTPRouteQueryParamMatching)
-	}
-	if kong.LuaAllowed() {
-		names = append(names, features.SupportGatewayHTTPListenerIsolation)
 	}
 	slices.Sort(names)
 	out := make([]gwv1.SupportedFeature, len(names))

@@ -20,12 +20,21 @@ import (
 type ruleFilters struct {
 	filters  []gwv1.HTTPRouteFilter
 	timeouts *gwv1.HTTPRouteTimeouts
+	// lua: Kong runs pre-function Lua, so redirects are answered by
+	// redirectLua rather than Kong's redirect plugin.
+	lua bool
+	// perBackend: the rule has several backends and some filter their
+	// requests, which backendLua does (backend.headers).
+	perBackend bool
 }
 
 // collectFilters checks that Kong can apply every filter of the rule and
 // says which cannot, by name: a rule is never served without its filters.
 func (t *translator) collectFilters(rule routeRule) (ruleFilters, string) {
-	out := ruleFilters{filters: slices.Clone(rule.filters), timeouts: rule.timeouts}
+	out := ruleFilters{filters: slices.Clone(rule.filters), timeouts: rule.timeouts, lua: t.snap.Kong.LuaAllowed()}
+	if rule.unsupported != "" {
+		return out, rule.unsupported
+	}
 	// A backendRef of weight 0 gets no request, so neither do its filters.
 	served := slices.DeleteFunc(slices.Clone(rule.backendRefs), func(b gwv1.HTTPBackendRef) bool {
 		return b.Weight != nil && *b.Weight == 0
@@ -36,10 +45,13 @@ func (t *translator) collectFilters(rule routeRule) (ruleFilters, string) {
 			withFilters++
 		}
 	}
-	if withFilters > 0 {
-		if len(served) > 1 {
-			return out, "filters on one of several backendRefs are not supported by Kong (it cannot filter per target)"
+	switch {
+	case withFilters > 0 && len(served) > 1:
+		if msg := t.checkBackendFilters(served); msg != "" {
+			return out, msg
 		}
+		out.perBackend = true
+	case withFilters > 0:
 		out.filters = append(out.filters, served[0].Filters...)
 	}
 	seen := map[gwv1.HTTPRouteFilterType]bool{}
@@ -50,6 +62,11 @@ func (t *translator) collectFilters(rule routeRule) (ruleFilters, string) {
 		seen[f.Type] = true
 		if msg := t.checkFilter(f); msg != "" {
 			return out, msg
+		}
+		if f.Type == gwv1.HTTPRouteFilterRequestRedirect {
+			if msg := checkRedirectPrefix(f.RequestRedirect, rule.matches); msg != "" {
+				return out, msg
+			}
 		}
 	}
 	if out.timeouts != nil {
@@ -96,15 +113,26 @@ func (t *translator) checkFilter(f gwv1.HTTPRouteFilter) string {
 		if f.RequestRedirect == nil {
 			return "filter RequestRedirect has no requestRedirect"
 		}
+		if msg := checkRedirect(f.RequestRedirect); msg != "" {
+			return msg
+		}
 		plugin = "redirect"
-		if p := f.RequestRedirect.Path; p != nil && p.Type != gwv1.FullPathHTTPPathModifier {
-			return fmt.Sprintf("filter RequestRedirect with path type %s is not supported by konglet yet", p.Type)
+		if t.snap.Kong.LuaAllowed() {
+			plugin = "pre-function"
+		} else if p := f.RequestRedirect.Path; p != nil && p.Type != gwv1.FullPathHTTPPathModifier {
+			return fmt.Sprintf("filter RequestRedirect with path type %s needs Kong to run konglet's pre-function Lua (Kong's redirect plugin has a fixed location)", p.Type)
 		}
 	case gwv1.HTTPRouteFilterCORS:
 		if f.CORS == nil {
 			return "filter CORS has no cors"
 		}
-		plugin = "cors"
+		if !t.snap.Kong.LuaAllowed() {
+			return "filter CORS needs Kong to run konglet's pre-function Lua (Kong's cors plugin answers preflights differently from the Gateway API)"
+		}
+		plugin = "pre-function"
+		if msg := checkCORS(f.CORS); msg != "" {
+			return msg
+		}
 	default:
 		return fmt.Sprintf("filter %s is not supported by Kong", f.Type)
 	}
@@ -168,6 +196,9 @@ func (f ruleFilters) plugins(routeName, host string, ports []int, m gwv1.HTTPRou
 		out = append(out, &declarative.Plugin{ID: declarative.ID("plugin", routeName, name), Name: name, Config: config, Tags: tags})
 	}
 	var request map[string]any
+	// The Lua chunks of the route's pre-function, by phase: a CORS
+	// preflight is answered before a redirect.
+	var access, headerFilter []string
 	for _, flt := range f.filters {
 		switch flt.Type {
 		case gwv1.HTTPRouteFilterRequestHeaderModifier:
@@ -177,22 +208,46 @@ func (f ruleFilters) plugins(routeName, host string, ports []int, m gwv1.HTTPRou
 		case gwv1.HTTPRouteFilterURLRewrite:
 			request = mergeTransformer(request, rewriteTransformer(flt.URLRewrite, m))
 		case gwv1.HTTPRouteFilterRequestRedirect:
-			add("redirect", redirectConfig(flt.RequestRedirect, host, ports))
+			if f.lua {
+				access = append(access, redirectChunk(flt.RequestRedirect, m))
+			} else {
+				add("redirect", redirectConfig(flt.RequestRedirect, host, ports))
+			}
 		case gwv1.HTTPRouteFilterCORS:
-			add("cors", corsConfig(flt.CORS))
+			values := corsValues(flt.CORS)
+			access = append([]string{values + corsAccessLua}, access...)
+			headerFilter = append(headerFilter, values+corsHeaderFilterLua)
 		}
 	}
 	if request != nil {
 		add("request-transformer", request)
 	}
+	if len(access) > 0 || len(headerFilter) > 0 {
+		// Kong runs one configuration of a plugin per request, the most
+		// specific: this one replaces the global Host normalizer's, whose
+		// access chunk (giving the upstream the client's Host) comes first.
+		cfg := map[string]any{"access": append([]string{hostRestoreLua}, access...)}
+		if len(headerFilter) > 0 {
+			cfg["header_filter"] = headerFilter
+		}
+		add("pre-function", cfg)
+	}
 	slices.SortFunc(out, func(a, b *declarative.Plugin) int { return strings.Compare(a.Name, b.Name) })
 	return out
 }
 
-// redirectKeepsHost tells whether a redirect takes its hostname from the
-// request (which checkRedirectHosts must allow).
-func (f ruleFilters) redirectKeepsHost() bool {
+// redirects tells whether the rule answers with a redirect.
+func (f ruleFilters) redirects() bool {
 	return slices.ContainsFunc(f.filters, func(flt gwv1.HTTPRouteFilter) bool {
+		return flt.Type == gwv1.HTTPRouteFilterRequestRedirect
+	})
+}
+
+// redirectKeepsHost tells whether Kong's redirect plugin would have to take
+// its hostname from the request (which checkRedirectHosts must allow); the
+// Lua redirect takes it from the request itself.
+func (f ruleFilters) redirectKeepsHost() bool {
+	return !f.lua && slices.ContainsFunc(f.filters, func(flt gwv1.HTTPRouteFilter) bool {
 		return flt.Type == gwv1.HTTPRouteFilterRequestRedirect && flt.RequestRedirect != nil && flt.RequestRedirect.Hostname == nil
 	})
 }
@@ -318,52 +373,6 @@ func redirectConfig(r *gwv1.HTTPRequestRedirectFilter, host string, ports []int)
 
 func defaultPort(scheme string, port int) bool {
 	return (scheme == "http" && port == 80) || (scheme == "https" && port == 443)
-}
-
-var corsMethods = []string{"GET", "HEAD", "PUT", "PATCH", "POST", "DELETE", "OPTIONS", "TRACE", "CONNECT"}
-
-// corsConfig maps the CORS filter onto Kong's cors plugin, whose origins
-// are literal strings or regular expressions.
-func corsConfig(c *gwv1.HTTPCORSFilter) map[string]any {
-	cfg := map[string]any{}
-	var origins []string
-	for _, o := range c.AllowOrigins {
-		s := string(o)
-		if s == "*" || !strings.Contains(s, "*") {
-			origins = append(origins, s)
-			continue
-		}
-		origins = append(origins, "^"+strings.ReplaceAll(regexp.QuoteMeta(s), `\*`, `[^/]+`)+"$")
-	}
-	if len(origins) > 0 {
-		cfg["origins"] = origins
-	}
-	if len(c.AllowMethods) > 0 {
-		var methods []string
-		for _, m := range c.AllowMethods {
-			if m == "*" {
-				methods = corsMethods
-				break
-			}
-			if slices.Contains(corsMethods, string(m)) {
-				methods = append(methods, string(m))
-			}
-		}
-		cfg["methods"] = methods
-	}
-	if len(c.AllowHeaders) > 0 {
-		cfg["headers"] = headerNames(c.AllowHeaders)
-	}
-	if len(c.ExposeHeaders) > 0 {
-		cfg["exposed_headers"] = headerNames(c.ExposeHeaders)
-	}
-	if c.AllowCredentials != nil {
-		cfg["credentials"] = *c.AllowCredentials
-	}
-	if c.MaxAge > 0 {
-		cfg["max_age"] = c.MaxAge
-	}
-	return cfg
 }
 
 func headerNames(hs []gwv1.HTTPHeaderName) []string {

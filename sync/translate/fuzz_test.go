@@ -67,6 +67,7 @@ func FuzzTranslate(f *testing.F) {
 		if len(first.Config.Plugins) > 0 && !reflect.DeepEqual(first.Config.Plugins, hostNormalizer(t)) {
 			t.Fatalf("the global plugins depend on the objects: %+v", first.Config.Plugins)
 		}
+		checkRouteLua(t, first.Config)
 		// Whatever the input, Kong must accept the output: a bad object is
 		// reported on itself, never passed on to break the whole config.
 		if status, body := load(double(flavor), a); status != http.StatusCreated {

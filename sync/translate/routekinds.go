@@ -26,8 +26,8 @@ type routeRule struct {
 	filters     []gwv1.HTTPRouteFilter
 	backendRefs []gwv1.HTTPBackendRef
 	timeouts    *gwv1.HTTPRouteTimeouts
-	// sessionPersistence is set when the rule asks for it (not built).
-	sessionPersistence bool
+	// unsupported names a field of the rule Kong cannot do ("" if none).
+	unsupported string
 }
 
 func (r route) grpc() bool { return r.kind == kindGRPCRoute }
@@ -46,7 +46,7 @@ func fromHTTPRoute(r *gwv1.HTTPRoute) route {
 		rules: make([]routeRule, len(r.Spec.Rules))}
 	for i, rule := range r.Spec.Rules {
 		out.rules[i] = routeRule{name: rule.Name, matches: rule.Matches, filters: rule.Filters, backendRefs: rule.BackendRefs, timeouts: rule.Timeouts,
-			sessionPersistence: rule.SessionPersistence != nil}
+			unsupported: unsupportedRuleFields(rule.Retry != nil, rule.SessionPersistence != nil)}
 	}
 	return out
 }
@@ -55,7 +55,7 @@ func fromGRPCRoute(r *gwv1.GRPCRoute) route {
 	out := route{kind: kindGRPCRoute, meta: &r.ObjectMeta, parentRefs: r.Spec.ParentRefs, hostnames: r.Spec.Hostnames,
 		rules: make([]routeRule, len(r.Spec.Rules))}
 	for i, rule := range r.Spec.Rules {
-		rr := routeRule{name: rule.Name, sessionPersistence: rule.SessionPersistence != nil}
+		rr := routeRule{name: rule.Name, unsupported: unsupportedRuleFields(false, rule.SessionPersistence != nil)}
 		for _, m := range rule.Matches {
 			rr.matches = append(rr.matches, grpcMatch(m))
 		}
@@ -70,6 +70,20 @@ func fromGRPCRoute(r *gwv1.GRPCRoute) route {
 		out.rules[i] = rr
 	}
 	return out
+}
+
+// unsupportedRuleFields says which rule fields Kong 3.9 cannot do: retry
+// (a service's retries cover connection errors and timeouts before a
+// response only, with no status codes or backoff) and sessionPersistence
+// (not built).
+func unsupportedRuleFields(retry, sessionPersistence bool) string {
+	switch {
+	case retry:
+		return "retry is not supported by Kong (it retries connection errors only, without status codes or backoff)"
+	case sessionPersistence:
+		return "sessionPersistence is not supported by konglet"
+	}
+	return ""
 }
 
 // fromStreamRoute takes a TLSRoute, TCPRoute or UDPRoute: rules of

@@ -55,9 +55,6 @@ func (t *translator) rules(r route) (out []ruleResult, read []backendInput) {
 		if res.filters, msg = t.collectFilters(rule); msg != "" {
 			res.dropped = fmt.Sprintf("rule %s: %s", ruleLabel(i, rule.name), msg)
 		}
-		if rule.sessionPersistence && res.dropped == "" {
-			res.dropped = fmt.Sprintf("rule %s: sessionPersistence is not supported by konglet", ruleLabel(i, rule.name))
-		}
 		if rule.timeouts != nil && rule.timeouts.Request != nil && rule.timeouts.BackendRequest == nil {
 			res.note = fmt.Sprintf("rule %s: timeouts.request is served as Kong's read and write timeouts of the backend, which limit each read and write, not the whole request", ruleLabel(i, rule.name))
 		}
@@ -88,6 +85,9 @@ func (t *translator) rules(r route) (out []ruleResult, read []backendInput) {
 				continue
 			}
 			if b.weight > 0 {
+				if res.filters.perBackend && len(ref.Filters) > 0 {
+					b.headers = ref.Filters[0].RequestHeaderModifier
+				}
 				res.backends = append(res.backends, b)
 			}
 		}

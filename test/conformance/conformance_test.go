@@ -371,15 +371,6 @@ var failureCauses = map[string]string{
 	"GatewayWithAttachedRoutes": "konglet bug: a listener whose certificateRefs do not resolve (ResolvedRefs=False) is not usable " +
 		"(sync/translate/gateway.go listener.usable), so routes never attach to it and its attachedRoutes stays 0; " +
 		"the spec counts the routes attached to a listener whatever its own conditions",
-	"HTTPRoute303Redirect":    redirectWithoutHostname,
-	"HTTPRoute307Redirect":    redirectWithoutHostname,
-	"HTTPRoute308Redirect":    redirectWithoutHostname,
-	"HTTPRouteRedirectPort":   redirectWithoutHostname,
-	"HTTPRouteRedirectScheme": redirectWithoutHostname,
-	"HTTPRouteCORS": "konglet claims HTTPRouteCORS but Kong's cors plugin cannot do what the test asks (the double follows " +
-		"kong/plugins/cors/handler.lua): a preflight answer never carries Access-Control-Expose-Headers (only the header_filter " +
-		"phase sets it, and it is skipped for preflights), and allowMethods \"*\" becomes Kong's fixed method list, " +
-		"where the test wants the requested method (or \"*\") echoed",
 	"HTTPRouteHostnameIntersection": "konglet bug (real Kong too, per kong/router/fields.lua as the double models it): listener " +
 		"isolation matches net.dst.port, which Kong takes from the Host header's port when there is one; a request with " +
 		"Host very.specific.com:1234 on port 80 has net.dst.port 1234 and matches no route (404), where Gateway API " +
@@ -392,11 +383,6 @@ var passedWithoutChecking = map[string]string{
 	"TLSRouteListenerMixedTerminationNotSupported": "checks nothing: it returns at once because konglet claims TLSRouteModeMixed " +
 		"(TLSRouteMixedTerminationSameNamespace is the test of that claim)",
 }
-
-const redirectWithoutHostname = "konglet limitation while claiming the feature: the RequestRedirect filter has no hostname and the " +
-	"route has no exact hostname, so konglet refuses the rule (Accepted=False UnsupportedValue \"filter RequestRedirect without a " +
-	"hostname needs exact route hostnames\"): Kong's redirect plugin has a fixed location. konglet still lists " +
-	"HTTPRoutePortRedirect, HTTPRouteSchemeRedirect and the 303/307/308 status features in GatewayClass supportedFeatures"
 
 func (r *testResults) summary(report *confv1.ConformanceReport, flavor string, claimed, tested sets.Set[features.FeatureName], profiles []suite.ConformanceProfileName) string {
 	r.mu.Lock()

@@ -7,6 +7,7 @@ replace github.com/konglet/konglet => ../..
 require (
 	github.com/konglet/konglet v0.0.0-00010101000000-000000000000
 	github.com/miekg/dns v1.1.72
+	golang.org/x/net v0.59.0
 	google.golang.org/grpc v1.82.1
 	k8s.io/api v0.37.2
 	k8s.io/apiextensions-apiserver v0.37.0
@@ -63,7 +64,6 @@ require (
 	go.yaml.in/yaml/v2 v2.4.4 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/mod v0.41.0 // indirect
-	golang.org/x/net v0.59.0 // indirect
 	golang.org/x/oauth2 v0.37.0 // indirect
 	golang.org/x/sync v0.23.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect

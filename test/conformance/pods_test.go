@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/net/websocket"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -382,7 +383,7 @@ func envPort(env map[string]string, key string, def int) int {
 var reStatus = regexp.MustCompile(`^/status/(\d\d\d)$`)
 
 // echoMux is echo-basic's HTTP server (conformance/echo-basic/echo-basic.go
-// in sigs.k8s.io/gateway-api/conformance v1.6.3), minus the websocket and
+// in sigs.k8s.io/gateway-api/conformance v1.6.3), minus the
 // retry-simulation endpoints.
 func (sp *simPod) echoMux(httpPort string) http.Handler {
 	mux := http.NewServeMux()
@@ -397,6 +398,8 @@ func (sp *simPod) echoMux(httpPort string) http.Handler {
 		}
 		w.WriteHeader(code)
 	})
+	// echo-basic's wsHandler: every frame back until EOF.
+	mux.Handle("/ws", websocket.Handler(func(ws *websocket.Conn) { _, _ = io.Copy(ws, ws) }))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { sp.echo(w, r, httpPort) })
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r.URL.Path = strings.ReplaceAll(r.URL.Path, "//", "/")

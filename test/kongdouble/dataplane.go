@@ -223,9 +223,11 @@ func capturePath(n exprNode, ctx atcContext, path string, rm *routeMatch, negate
 func (p *DataPlane) serve(w http.ResponseWriter, r *http.Request, listenPort int, isTLS bool) {
 	start := time.Now()
 	req, lr, exit := p.d.rewrite(requestFor(r, listenPort, isTLS))
-	if lr != nil {
-		defer lr.close()
-	}
+	defer func() {
+		if lr != nil {
+			lr.close()
+		}
+	}()
 	if exit != nil {
 		writeExit(w, exit, p.d.opts.Version, start)
 		return
@@ -261,7 +263,6 @@ func (p *DataPlane) serve(w http.ResponseWriter, r *http.Request, listenPort int
 		case "pre-function", "post-function":
 			if lr == nil {
 				lr = p.d.luaRequest(&req)
-				defer lr.close()
 			}
 			exit = serverlessAccess(lr, cfg, dec, out, p.d.opts.UntrustedLua)
 		case "cors":
@@ -284,6 +285,17 @@ func (p *DataPlane) serve(w http.ResponseWriter, r *http.Request, listenPort int
 		for _, pl := range dec.Plugins {
 			cfg, _ := pl["config"].(map[string]any)
 			switch pl["name"] {
+			case "pre-function", "post-function":
+				if len(strList(cfg["header_filter"])) == 0 {
+					continue
+				}
+				if lr == nil {
+					lr = p.d.luaRequest(&req)
+				}
+				// Kong logs an error in header_filter; the response goes on.
+				lr.respHeaders = h
+				_ = lr.runPhase(cfg, "header_filter", p.d.opts.UntrustedLua)
+				lr.respHeaders = nil
 			case "cors":
 				if !preflight {
 					corsHeaderFilter(cfg, r, h)
@@ -297,6 +309,13 @@ func (p *DataPlane) serve(w http.ResponseWriter, r *http.Request, listenPort int
 		headerFilter(exit.headers)
 		writeExit(w, exit, p.d.opts.Version, start)
 		return
+	}
+	if lr != nil && lr.upstream != "" {
+		// kong.service.set_upstream: the balancer picks from that one.
+		p.d.mu.Lock()
+		cfg := p.d.config
+		p.d.mu.Unlock()
+		dec.Targets, dec.UpstreamName = cfg.upstreamTargets(lr.upstream)
 	}
 	p.proxy(w, r, dec, out, headerFilter, start)
 }

@@ -84,15 +84,32 @@ type luaRequest struct {
 	// preserve_host route.
 	upstreamHost string
 	exit         int // the status given to ngx.exit, 0 if none
+	// response is what kong.response.exit answers, nil if it was not called.
+	response *kongExit
+	// What kong.request reads: $scheme, the path and query as sent
+	// ($request_uri) and the port that port_maps maps the accepting listen
+	// to (ngx.ctx.host_port).
+	scheme     string
+	method     string
+	requestURI string
+	hostPort   int
+	// respHeaders are the response's headers while the header_filter
+	// phase runs (kong.response.set_header), nil before.
+	respHeaders http.Header
+	// upstream is what kong.service.set_upstream chose ("" if nothing);
+	// upstreamExists tells whether the loaded config has that upstream.
+	upstream       string
+	upstreamExists func(string) bool
 }
 
-func newLuaRequest(host string, headers http.Header) *luaRequest {
+func newLuaRequest(host string, headers http.Header, scheme, method, requestURI string, hostPort int) *luaRequest {
 	L := lua.NewState(lua.Options{SkipOpenLibs: true, CallStackSize: 64, RegistrySize: 1024})
 	for _, open := range []lua.LGFunction{lua.OpenBase, lua.OpenString, lua.OpenTable, lua.OpenMath, lua.OpenOs} {
 		L.Push(L.NewFunction(open))
 		L.Call(0, 0)
 	}
-	lr := &luaRequest{L: L, ctx: L.NewTable(), headers: headers, host: host, hasHost: host != ""}
+	lr := &luaRequest{L: L, ctx: L.NewTable(), headers: headers, host: host, hasHost: host != "",
+		scheme: scheme, method: method, requestURI: requestURI, hostPort: hostPort}
 	lr.env = lr.sandbox()
 	return lr
 }
@@ -131,7 +148,7 @@ func (lr *luaRequest) sandbox() *lua.LTable {
 	}
 	env.RawSetString("_G", env)
 	env.RawSetString("ngx", lr.ngx())
-	env.RawSetString("kong", lr.strict("kong.", L.NewTable()))
+	env.RawSetString("kong", lr.kong())
 	return lr.strict("", env)
 }
 
@@ -251,6 +268,8 @@ func (lr *luaRequest) runPhase(cfg map[string]any, phase string, untrustedLua st
 			}
 		}
 		switch {
+		case lr.response != nil:
+			return lr.response
 		case lr.exit != 0:
 			msg := defaultMessages[lr.exit]
 			if msg == "" {

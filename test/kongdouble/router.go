@@ -730,7 +730,26 @@ func (d *Double) luaRequest(req *Request) *luaRequest {
 	if req.Headers == nil {
 		req.Headers = http.Header{}
 	}
-	return newLuaRequest(host, req.Headers)
+	scheme := "http"
+	if req.TLS {
+		scheme = "https"
+	}
+	method := req.Method
+	if method == "" {
+		method = http.MethodGet
+	}
+	lr := newLuaRequest(host, req.Headers, scheme, method, req.Path, d.hostPort(req.ListenPort))
+	lr.upstreamExists = func(name string) bool {
+		d.mu.Lock()
+		cfg := d.config
+		d.mu.Unlock()
+		if cfg == nil {
+			return false
+		}
+		_, up := cfg.upstreamTargets(name)
+		return up != ""
+	}
+	return lr
 }
 
 // route is Route without the rewrite phase.
