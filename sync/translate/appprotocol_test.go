@@ -16,12 +16,7 @@ import (
 func TestBackendAppProtocol(t *testing.T) {
 	for protocol, want := range map[string]string{"kubernetes.io/ws": "", "kubernetes.io/h2c": "UnsupportedProtocol", "kubernetes.io/wss": "UnsupportedProtocol", "http": ""} {
 		var objs snapshot.Objects
-		in := `
-apiVersion: gateway.networking.k8s.io/v1
-kind: GatewayClass
-metadata: {name: konglet}
-spec: {controllerName: konglet.dev/gateway-controller}
----
+		in := classYAML + `
 apiVersion: gateway.networking.k8s.io/v1
 kind: Gateway
 metadata: {name: gw, namespace: ns}
@@ -63,12 +58,7 @@ func TestRetryAndSessionPersistenceRefused(t *testing.T) {
 		`sessionPersistence: {sessionName: s, type: Cookie}`: "sessionPersistence is not supported",
 	} {
 		var objs snapshot.Objects
-		in := `
-apiVersion: gateway.networking.k8s.io/v1
-kind: GatewayClass
-metadata: {name: konglet}
-spec: {controllerName: konglet.dev/gateway-controller}
----
+		in := classYAML + `
 apiVersion: gateway.networking.k8s.io/v1
 kind: Gateway
 metadata: {name: gw, namespace: ns}

@@ -63,12 +63,7 @@ func TestCertificatesPerKeyTypeAndName(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	objects := `
-apiVersion: gateway.networking.k8s.io/v1
-kind: GatewayClass
-metadata: {name: konglet}
-spec: {controllerName: konglet.dev/gateway-controller}
----
+	objects := classYAML + `
 apiVersion: gateway.networking.k8s.io/v1
 kind: Gateway
 metadata: {name: gw, namespace: ns}

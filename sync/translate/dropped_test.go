@@ -50,12 +50,7 @@ func TestFieldsNotServedAreSaid(t *testing.T) {
 // one its publish Service does not have is not Programmed, and one of a
 // type konglet does not know is not Accepted.
 func TestGatewayAddresses(t *testing.T) {
-	base := `
-apiVersion: gateway.networking.k8s.io/v1
-kind: GatewayClass
-metadata: {name: konglet}
-spec: {controllerName: konglet.dev/gateway-controller}
----
+	base := classYAML + `
 apiVersion: v1
 kind: Service
 metadata: {name: kong-proxy, namespace: ns}
@@ -93,12 +88,7 @@ spec:
 // TestParentRefsOfOneNameAndTwoKinds: a Gateway and a ListenerSet of one
 // name are two parents, each with its status.
 func TestParentRefsOfOneNameAndTwoKinds(t *testing.T) {
-	objects := `
-apiVersion: gateway.networking.k8s.io/v1
-kind: GatewayClass
-metadata: {name: konglet}
-spec: {controllerName: konglet.dev/gateway-controller}
----
+	objects := classYAML + `
 apiVersion: gateway.networking.k8s.io/v1
 kind: Gateway
 metadata: {name: shared, namespace: ns}

@@ -19,6 +19,14 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the golden files from the current output")
 
+// classYAML is konglet's GatewayClass, which every test input starts with.
+const classYAML = `apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {name: konglet}
+spec: {controllerName: konglet.dev/gateway-controller}
+---
+`
+
 // publishService is the Service that golden inputs put in front of Kong.
 var publishService = types.NamespacedName{Namespace: "kong", Name: "kong-proxy"}
 

@@ -13,12 +13,7 @@ import (
 	"github.com/konglet/konglet/test/kongdouble"
 )
 
-const httpsOnlyObjects = `
-apiVersion: gateway.networking.k8s.io/v1
-kind: GatewayClass
-metadata: {name: konglet}
-spec: {controllerName: konglet.dev/gateway-controller}
----
+const httpsOnlyObjects = classYAML + `
 apiVersion: v1
 kind: Service
 metadata: {name: kong-proxy, namespace: kong}

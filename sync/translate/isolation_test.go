@@ -17,12 +17,7 @@ import (
 	"github.com/konglet/konglet/test/kongdouble"
 )
 
-const isolationInput = `
-apiVersion: gateway.networking.k8s.io/v1
-kind: GatewayClass
-metadata: {name: konglet}
-spec: {controllerName: konglet.dev/gateway-controller}
----
+const isolationInput = classYAML + `
 apiVersion: gateway.networking.k8s.io/v1
 kind: Gateway
 metadata: {name: gw, namespace: ns}

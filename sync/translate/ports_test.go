@@ -15,12 +15,7 @@ import (
 
 // portsObjects: two listeners of one hostname on two Service ports, each
 // on its own Kong listen; port_maps maps only the first.
-const portsObjects = `
-apiVersion: gateway.networking.k8s.io/v1
-kind: GatewayClass
-metadata: {name: konglet}
-spec: {controllerName: konglet.dev/gateway-controller}
----
+const portsObjects = classYAML + `
 apiVersion: v1
 kind: Service
 metadata: {name: kong-proxy, namespace: kong}

@@ -16,12 +16,7 @@ import (
 )
 
 // precedenceBase is a Gateway with one HTTP listener and one backend.
-const precedenceBase = `
-apiVersion: gateway.networking.k8s.io/v1
-kind: GatewayClass
-metadata: {name: konglet}
-spec: {controllerName: konglet.dev/gateway-controller}
----
+const precedenceBase = classYAML + `
 apiVersion: gateway.networking.k8s.io/v1
 kind: Gateway
 metadata: {name: gw, namespace: ns}

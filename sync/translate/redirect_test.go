@@ -68,12 +68,7 @@ func TestLuaValues(t *testing.T) {
 // refused on the route, as is CORS (Kong's cors plugin differs from the
 // Gateway API); where it can, every redirect and CORS filter is the Lua.
 func TestRedirectWithoutLua(t *testing.T) {
-	in := `
-apiVersion: gateway.networking.k8s.io/v1
-kind: GatewayClass
-metadata: {name: konglet}
-spec: {controllerName: konglet.dev/gateway-controller}
----
+	in := classYAML + `
 apiVersion: gateway.networking.k8s.io/v1
 kind: Gateway
 metadata: {name: gw, namespace: ns}

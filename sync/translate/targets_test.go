@@ -13,12 +13,7 @@ import (
 	"github.com/konglet/konglet/sync/translate"
 )
 
-const externalNameInput = `
-apiVersion: gateway.networking.k8s.io/v1
-kind: GatewayClass
-metadata: {name: konglet}
-spec: {controllerName: konglet.dev/gateway-controller}
----
+const externalNameInput = classYAML + `
 apiVersion: gateway.networking.k8s.io/v1
 kind: Gateway
 metadata: {name: gw, namespace: kong}
