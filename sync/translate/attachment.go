@@ -195,11 +195,12 @@ func (t *translator) namespaceAllowed(l *listener, ns string) bool {
 // accepts only the oldest of the two there.
 func kindConflicts(routes []route, gws []*gateway, allowed func(*listener, string) bool) map[*metav1.ObjectMeta]map[int]string {
 	type claim struct {
-		kind  gwv1.Kind
 		hosts []string
 		name  string
 	}
-	claims := map[int][]claim{}
+	// By listener and kind: a route is checked against the other kind's
+	// claims only, which are few where one kind dominates (often none).
+	claims := map[int]map[gwv1.Kind][]claim{}
 	var out map[*metav1.ObjectMeta]map[int]string
 	for _, r := range routes {
 		if r.kind != kindHTTPRoute && r.kind != kindGRPCRoute {
@@ -216,9 +217,13 @@ func kindConflicts(routes []route, gws []*gateway, allowed func(*listener, strin
 				if !ok {
 					continue
 				}
-				winner := slices.IndexFunc(claims[l.index], func(c claim) bool { return c.kind != r.kind && hostsShared(c.hosts, hosts) })
+				if claims[l.index] == nil {
+					claims[l.index] = map[gwv1.Kind][]claim{}
+				}
+				other := claims[l.index][otherHTTPKind(r.kind)]
+				winner := slices.IndexFunc(other, func(c claim) bool { return hostsShared(c.hosts, hosts) })
 				if winner < 0 {
-					claims[l.index] = append(claims[l.index], claim{r.kind, hosts, string(r.kind) + " " + r.meta.Namespace + "/" + r.meta.Name})
+					claims[l.index][r.kind] = append(claims[l.index][r.kind], claim{hosts, string(r.kind) + " " + r.meta.Namespace + "/" + r.meta.Name})
 					continue
 				}
 				if out == nil {
@@ -227,11 +232,19 @@ func kindConflicts(routes []route, gws []*gateway, allowed func(*listener, strin
 				if out[r.meta] == nil {
 					out[r.meta] = map[int]string{}
 				}
-				out[r.meta][l.index] = claims[l.index][winner].name
+				out[r.meta][l.index] = other[winner].name
 			}
 		}
 	}
 	return out
+}
+
+// otherHTTPKind is GRPCRoute for an HTTPRoute and HTTPRoute for a GRPCRoute.
+func otherHTTPKind(k gwv1.Kind) gwv1.Kind {
+	if k == kindHTTPRoute {
+		return kindGRPCRoute
+	}
+	return kindHTTPRoute
 }
 
 // hostsShared tells whether two lists of hostnames ("" for any) have a
