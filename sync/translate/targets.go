@@ -127,8 +127,9 @@ func ExternalNames(s *snapshot.Snapshot) []string {
 // every kind name (granted or not, existing or not): only changes to these,
 // and to their EndpointSlices, can change what routes translate to.
 func BackendServices(s *snapshot.Snapshot) map[types.NamespacedName]bool {
-	out := map[types.NamespacedName]bool{}
-	for _, r := range routesOf(s) {
+	routes := routesOf(s)
+	out := make(map[types.NamespacedName]bool, len(routes))
+	for _, r := range routes {
 		for _, rule := range r.rules {
 			for _, b := range rule.backendRefs {
 				ref := b.BackendObjectReference
