@@ -196,7 +196,17 @@ func (t *translator) namespaceAllowed(l *listener, ns string) bool {
 func kindConflicts(routes []route, gws []*gateway, allowed func(*listener, string) bool) map[*metav1.ObjectMeta]map[int]string {
 	type claim struct {
 		hosts []string
-		name  string
+		route route // named only when it wins somewhere
+	}
+	// Without routes of both kinds nothing conflicts: most clusters have
+	// HTTPRoutes and few or no GRPCRoutes.
+	var https, grpcs bool
+	for _, r := range routes {
+		https = https || r.kind == kindHTTPRoute
+		grpcs = grpcs || r.kind == kindGRPCRoute
+	}
+	if !https || !grpcs {
+		return nil
 	}
 	// By listener and kind: a route is checked against the other kind's
 	// claims only, which are few where one kind dominates (often none).
@@ -223,7 +233,7 @@ func kindConflicts(routes []route, gws []*gateway, allowed func(*listener, strin
 				other := claims[l.index][otherHTTPKind(r.kind)]
 				winner := slices.IndexFunc(other, func(c claim) bool { return hostsShared(c.hosts, hosts) })
 				if winner < 0 {
-					claims[l.index][r.kind] = append(claims[l.index][r.kind], claim{hosts, string(r.kind) + " " + r.meta.Namespace + "/" + r.meta.Name})
+					claims[l.index][r.kind] = append(claims[l.index][r.kind], claim{hosts, r})
 					continue
 				}
 				if out == nil {
@@ -232,7 +242,8 @@ func kindConflicts(routes []route, gws []*gateway, allowed func(*listener, strin
 				if out[r.meta] == nil {
 					out[r.meta] = map[int]string{}
 				}
-				out[r.meta][l.index] = other[winner].name
+				w := other[winner].route
+				out[r.meta][l.index] = string(w.kind) + " " + w.meta.Namespace + "/" + w.meta.Name
 			}
 		}
 	}

@@ -16,11 +16,21 @@ import (
 // route's index in it is its rank.
 func rankedRoutes(s *snapshot.Snapshot) []route {
 	routes := routesOf(s)
-	slices.SortFunc(routes, func(a, b route) int {
+	// Sorted by pointer, then laid out in order: a route is too large a
+	// value to move at every swap.
+	order := make([]*route, len(routes))
+	for i := range routes {
+		order[i] = &routes[i]
+	}
+	slices.SortFunc(order, func(a, b *route) int {
 		return cmp.Or(a.meta.CreationTimestamp.Compare(b.meta.CreationTimestamp.Time),
 			cmp.Compare(a.meta.Namespace, b.meta.Namespace), cmp.Compare(a.meta.Name, b.meta.Name), cmp.Compare(a.kind, b.kind))
 	})
-	return routes
+	ranked := make([]route, len(routes))
+	for i, r := range order {
+		ranked[i] = *r
+	}
+	return ranked
 }
 
 // routesOf lists the routes of every kind, as the translation sees them.
@@ -85,7 +95,7 @@ func (t *translator) translateRoutes(routes []route, gws []*gateway, ports liste
 	merged := mergedRoutes{
 		statuses:  make(map[ObjectRef][]gwv1.RouteParentStatus, len(routes)),
 		attached:  make([]int, len(allListeners(gws))),
-		upstreams: map[string]*declarative.Upstream{},
+		upstreams: make(map[string]*declarative.Upstream, len(routes)),
 	}
 	lost := kindConflicts(routes, gws, t.namespaceAllowed)
 	for rank, r := range routes {

@@ -91,6 +91,9 @@ func (t *translator) serviceWithClusterIP(addr netip.Addr) *corev1.Service {
 	if t.clusterIPs == nil {
 		t.clusterIPs = map[netip.Addr]*corev1.Service{}
 		add := func(ip string, svc *corev1.Service) {
+			if ip == "" || ip == corev1.ClusterIPNone {
+				return // no address (and no parse error to allocate)
+			}
 			if a, err := netip.ParseAddr(ip); err == nil {
 				t.clusterIPs[a.Unmap()] = svc
 			}
@@ -127,20 +130,52 @@ func ExternalNames(s *snapshot.Snapshot) []string {
 // every kind name (granted or not, existing or not): only changes to these,
 // and to their EndpointSlices, can change what routes translate to.
 func BackendServices(s *snapshot.Snapshot) map[types.NamespacedName]bool {
-	routes := routesOf(s)
-	out := make(map[types.NamespacedName]bool, len(routes))
-	for _, r := range routes {
-		for _, rule := range r.rules {
-			for _, b := range rule.backendRefs {
-				ref := b.BackendObjectReference
-				if (ref.Group != nil && *ref.Group != "") || (ref.Kind != nil && *ref.Kind != kindService) {
-					continue
-				}
-				ns := r.meta.Namespace
-				if ref.Namespace != nil {
-					ns = string(*ref.Namespace)
-				}
-				out[types.NamespacedName{Namespace: ns, Name: string(ref.Name)}] = true
+	// The routes' backendRefs are read where they are, not through
+	// routesOf: this runs on every snapshot, and a route value per route
+	// was most of its time.
+	out := make(map[types.NamespacedName]bool, len(s.HTTPRoutes)+len(s.GRPCRoutes)+len(s.TLSRoutes)+len(s.TCPRoutes)+len(s.UDPRoutes))
+	add := func(routeNamespace string, ref gwv1.BackendObjectReference) {
+		if (ref.Group != nil && *ref.Group != "") || (ref.Kind != nil && *ref.Kind != kindService) {
+			return
+		}
+		ns := routeNamespace
+		if ref.Namespace != nil {
+			ns = string(*ref.Namespace)
+		}
+		out[types.NamespacedName{Namespace: ns, Name: string(ref.Name)}] = true
+	}
+	for _, r := range s.HTTPRoutes {
+		for _, rule := range r.Spec.Rules {
+			for _, b := range rule.BackendRefs {
+				add(r.Namespace, b.BackendObjectReference)
+			}
+		}
+	}
+	for _, r := range s.GRPCRoutes {
+		for _, rule := range r.Spec.Rules {
+			for _, b := range rule.BackendRefs {
+				add(r.Namespace, b.BackendObjectReference)
+			}
+		}
+	}
+	for _, r := range s.TLSRoutes {
+		for _, rule := range r.Spec.Rules {
+			for _, b := range rule.BackendRefs {
+				add(r.Namespace, b.BackendObjectReference)
+			}
+		}
+	}
+	for _, r := range s.TCPRoutes {
+		for _, rule := range r.Spec.Rules {
+			for _, b := range rule.BackendRefs {
+				add(r.Namespace, b.BackendObjectReference)
+			}
+		}
+	}
+	for _, r := range s.UDPRoutes {
+		for _, rule := range r.Spec.Rules {
+			for _, b := range rule.BackendRefs {
+				add(r.Namespace, b.BackendObjectReference)
 			}
 		}
 	}
