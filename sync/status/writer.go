@@ -200,7 +200,7 @@ func writeRoute[T any, P routeObject[T]](ctx context.Context, owner parentOwner,
 		func(r P) (P, bool) {
 			st := routeStatus(r)
 			parents := owner.mergeParents(ns, st.Parents, want, now)
-			if equality.Semantic.DeepEqual(parents, st.Parents) || (len(parents) == 0 && len(st.Parents) == 0) {
+			if sameParents(parents, st.Parents) {
 				return r, false
 			}
 			next := P(r.DeepCopy())
@@ -247,23 +247,30 @@ func update[T any, P interface {
 	metav1.Object
 }](ctx context.Context, seen *versions, first P, get func(context.Context) (P, error), merge func(P) (P, bool), put func(context.Context, P) (P, error)) (bool, error) {
 	key := reflect.TypeFor[T]().Name() + "/" + first.GetNamespace() + "/" + first.GetName()
-	current := first
-	if !seen.is(key, first.GetResourceVersion()) {
-		current = nil
+	// The cached object, when trusted, is merged before the retry loop: the
+	// leader passes every route after each sync, and most are unchanged.
+	var pending P
+	if seen.is(key, first.GetResourceVersion()) {
+		next, changed := merge(first)
+		if !changed {
+			return false, nil
+		}
+		pending = next
 	}
 	wrote := false
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		if current == nil {
-			var err error
-			if current, err = get(ctx); err != nil {
+		next := pending
+		pending = nil
+		if next == nil {
+			current, err := get(ctx)
+			if err != nil {
 				return err
 			}
 			seen.set(key, current.GetResourceVersion())
-		}
-		next, changed := merge(current)
-		current = nil
-		if !changed {
-			return nil
+			var changed bool
+			if next, changed = merge(current); !changed {
+				return nil
+			}
 		}
 		written, err := put(ctx, next)
 		if err != nil {
@@ -410,7 +417,7 @@ func (o parentOwner) mergeParents(routeNamespace string, current, want []gwv1.Ro
 	for _, p := range want {
 		var old []metav1.Condition
 		for _, o := range current {
-			if string(o.ControllerName) == controller && equality.Semantic.DeepEqual(o.ParentRef, p.ParentRef) {
+			if string(o.ControllerName) == controller && sameParentRef(o.ParentRef, p.ParentRef) {
 				old = o.Conditions
 				break
 			}
@@ -477,4 +484,33 @@ func wrapErr(kind, ns, name string, err error) error {
 		return err // retried or ignored by update
 	}
 	return fmt.Errorf("writing the status of %s %s/%s: %w", kind, ns, name, err)
+}
+
+// sameParents is equality.Semantic.DeepEqual for route status parents,
+// without reflection: the leader compares every route's after each sync,
+// and the reflective walk was most of that pass (TestSameParentsIsSemantic
+// holds the two together).
+func sameParents(a, b []gwv1.RouteParentStatus) bool {
+	return slices.EqualFunc(a, b, func(x, y gwv1.RouteParentStatus) bool {
+		return x.ControllerName == y.ControllerName && sameParentRef(x.ParentRef, y.ParentRef) && sameConditions(x.Conditions, y.Conditions)
+	})
+}
+
+func sameParentRef(a, b gwv1.ParentReference) bool {
+	return samePtr(a.Group, b.Group) && samePtr(a.Kind, b.Kind) && samePtr(a.Namespace, b.Namespace) && a.Name == b.Name &&
+		samePtr(a.SectionName, b.SectionName) && samePtr(a.Port, b.Port)
+}
+
+func sameConditions(a, b []metav1.Condition) bool {
+	return slices.EqualFunc(a, b, func(x, y metav1.Condition) bool {
+		return x.Type == y.Type && x.Status == y.Status && x.ObservedGeneration == y.ObservedGeneration &&
+			x.LastTransitionTime.UTC() == y.LastTransitionTime.UTC() && x.Reason == y.Reason && x.Message == y.Message
+	})
+}
+
+func samePtr[T comparable](a, b *T) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
 }
