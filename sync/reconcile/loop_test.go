@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -53,6 +52,7 @@ func TestKongFromInfo(t *testing.T) {
 type busyKong struct {
 	fakeKong
 	retryAfter time.Duration
+	loaded     chan struct{} // one per load
 	mu         sync.Mutex
 	loads      []time.Time
 }
@@ -62,6 +62,10 @@ func (k *busyKong) Load(ctx context.Context, doc []byte) error {
 	k.loads = append(k.loads, time.Now())
 	first := len(k.loads) == 1
 	k.mu.Unlock()
+	select { // later loads, after the test stopped counting, never block
+	case k.loaded <- struct{}{}:
+	default:
+	}
 	if first {
 		return &admin.LoadError{StatusCode: 429, Message: "Currently loading previous configuration", RetryAfter: k.retryAfter}
 	}
@@ -85,17 +89,19 @@ func (c *changingCache) Wait(ctx context.Context) error { return ctx.Err() }
 func TestRetryAfterHoldsWhileTheClusterChanges(t *testing.T) {
 	cache := &changingCache{}
 	cache.set(t, budgetBase+service("a")+route("a", "r", 1, 1))
-	kong := &busyKong{retryAfter: 300 * time.Millisecond}
+	kong := &busyKong{retryAfter: 300 * time.Millisecond, loaded: make(chan struct{}, 2)}
 	l := New(cache, kong, nil, nil, nil, slog.New(slog.NewTextHandler(io.Discard, nil)), NewMetrics(prometheus.NewRegistry()), Options{})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- l.Run(ctx) }()
-	deadline := time.Now().Add(10 * time.Second)
-	for len(kong.times()) < 2 {
-		if time.Now().After(deadline) {
+	deadline := time.NewTimer(10 * time.Second)
+	defer deadline.Stop()
+	for range 2 {
+		select {
+		case <-kong.loaded:
+		case <-deadline.C:
 			t.Fatal("no second load")
 		}
-		runtime.Gosched()
 	}
 	cancel()
 	if err := <-done; err != nil {
