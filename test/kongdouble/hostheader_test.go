@@ -6,10 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"k8s.io/apimachinery/pkg/types"
-
-	"github.com/konglet/konglet/sync/snapshot"
-	"github.com/konglet/konglet/sync/translate"
 	"github.com/konglet/konglet/test/kongdouble"
 )
 
@@ -17,33 +13,13 @@ import (
 // from a translation so that these tests run the code konglet sends.
 func hostNormalizer(t *testing.T) M {
 	t.Helper()
-	var objs snapshot.Objects
-	in := `
-apiVersion: gateway.networking.k8s.io/v1
-kind: GatewayClass
-metadata: {name: konglet}
-spec: {controllerName: konglet.dev/gateway-controller}
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata: {name: gw, namespace: ns}
-spec: {gatewayClassName: konglet, listeners: [{name: http, protocol: HTTP, port: 80}]}
----
-apiVersion: v1
-kind: Service
-metadata: {name: app, namespace: ns}
-spec: {ports: [{port: 80}]}
----
+	_, res := translated(t, `
 apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
 metadata: {name: r, namespace: ns}
 spec: {parentRefs: [{name: gw}], rules: [{backendRefs: [{name: app, port: 80}]}]}
-`
-	if err := objs.Decode(strings.NewReader(in), "in"); err != nil {
-		t.Fatal(err)
-	}
-	snap := objs.Build(snapshot.DefaultControllerName, nil, types.NamespacedName{}, snapshot.DefaultKong(snapshot.RouterExpressions))
-	cfg := translate.Translate(snap, nil).Config
+`)
+	cfg := res.Config
 	if len(cfg.Plugins) != 1 || cfg.Plugins[0].Name != "pre-function" {
 		t.Fatalf("no host normalizer in %+v", cfg.Plugins)
 	}
