@@ -2,6 +2,7 @@ package translate_test
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/konglet/konglet/sync/snapshot"
@@ -43,5 +44,61 @@ func TestGRPCRouting(t *testing.T) {
 	}
 	if d, ok := kong.Route(kongdouble.Request{ListenPort: 8000, Host: "x", Method: "POST", Path: "/a.B/C", Headers: grpc}); ok {
 		t.Errorf("the cleartext GRPCRoute must not be served without HTTP/2, got %s", d.RouteName)
+	}
+}
+
+// TestGRPCRouteNamedRule: GRPCRoute rules with names
+// (GRPCRouteNamedRouteRule) are accepted and served like any other, each
+// as its own Kong service.
+func TestGRPCRouteNamedRule(t *testing.T) {
+	var objs snapshot.Objects
+	if err := objs.Decode(strings.NewReader(classYAML+`
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: gw, namespace: kong}
+spec:
+  gatewayClassName: konglet
+  listeners: [{name: http, protocol: HTTP, port: 80, allowedRoutes: {namespaces: {from: All}}}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: kong-proxy, namespace: kong}
+spec: {ports: [{name: http, port: 80, targetPort: 8000}]}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: greeter, namespace: app}
+spec: {ports: [{name: grpc, port: 50051}]}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: GRPCRoute
+metadata: {name: greeter, namespace: app}
+spec:
+  parentRefs: [{name: gw, namespace: kong}]
+  rules:
+  - name: greet
+    matches: [{method: {service: helloworld.Greeter, method: SayHello}}]
+    backendRefs: [{name: greeter, port: 50051}]
+  - name: rest
+    backendRefs: [{name: greeter, port: 50051}]
+`), "input"); err != nil {
+		t.Fatal(err)
+	}
+	kong := snapshot.DefaultKong(snapshot.RouterExpressions)
+	kong.ProxyListens[0].HTTP2 = true // cleartext gRPC (h2c) on Kong's 8000
+	snap := objs.Build(snapshot.DefaultControllerName, nil, publishService, kong)
+	res := translate.Translate(snap, nil)
+	parents := res.Status.Routes[translate.ObjectRef{Group: "gateway.networking.k8s.io", Kind: "GRPCRoute", Namespace: "app", Name: "greeter"}]
+	if len(parents) != 1 || meta(parents[0].Conditions, "Accepted").Status != "True" {
+		t.Fatalf("statuses %+v", parents)
+	}
+	services := 0
+	for _, svc := range res.Config.Services {
+		if strings.HasPrefix(svc.Name, "grpcroute.app.greeter.") {
+			services++
+		}
+	}
+	if services != 2 {
+		t.Fatalf("%d Kong services for the two named rules", services)
 	}
 }
