@@ -46,3 +46,34 @@ func TestOwner(t *testing.T) {
 		t.Error("an unknown entity has an owner")
 	}
 }
+
+// TestRefusedOwnerIsLeftOut: a refusal keyed by the owner Kong's entity
+// leads to leaves that object out of the next translation, for every route
+// kind. A key that does not match the translation's own would have the
+// refused entity sent again on every round, and the whole load fail.
+func TestRefusedOwnerIsLeftOut(t *testing.T) {
+	inputs := []string{"testdata/golden/http-basics/input.yaml", "testdata/golden/grpc/input.yaml", "testdata/golden/l4/input.yaml"}
+	kinds := map[string]bool{}
+	for _, in := range inputs {
+		snap := loadSnapshot(t, snapshot.RouterExpressions, in)
+		res := translate.Translate(snap, nil)
+		for _, svc := range res.Config.Services {
+			owner, ok := res.Owner("", svc.Routes[0].Name, nil)
+			if !ok {
+				t.Fatalf("%s: route %s has no owner", in, svc.Routes[0].Name)
+			}
+			kinds[owner.Kind] = true
+			again := translate.Translate(snap, translate.Refusals{owner: "refused by Kong"})
+			for _, s := range again.Config.Services {
+				if got, _ := translate.RefFromTags(s.Tags); got == owner {
+					t.Errorf("%s: %v refused, but its service %s is still sent", in, owner, s.Name)
+				}
+			}
+		}
+	}
+	for _, kind := range []string{"HTTPRoute", "GRPCRoute", "TLSRoute", "TCPRoute", "UDPRoute"} {
+		if !kinds[kind] {
+			t.Errorf("no %s among the inputs' services: the test does not cover it", kind)
+		}
+	}
+}

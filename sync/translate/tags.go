@@ -33,7 +33,9 @@ func RefFromTags(tags []string) (ObjectRef, bool) {
 			ref.Kind = value
 		}
 	}
-	if ref.Kind == kindHTTPRoute || ref.Kind == kindGRPCRoute {
+	// Services and Secrets are core objects; every other kind tagged is a
+	// Gateway API one, keyed with its group like the translation keys it.
+	if ref.Kind != kindService && ref.Kind != "Secret" {
 		ref.Group = gwv1.GroupName
 	}
 	return ref, ref.Kind != "" && ref.Name != ""
