@@ -18,7 +18,8 @@ func TestFieldsNotServedAreSaid(t *testing.T) {
 		route("ns", "sticky", "", "[]", "  - matches: [{path: {value: /a}}]\n    sessionPersistence: {sessionName: s}\n"+backend+
 			"  - matches: [{path: {value: /b}}]\n"+backend) +
 		route("ns", "timeout", "", "[]", "  - timeouts: {request: 5s}\n"+backend) +
-		route("ns", "half", "", "[]", "  - backendRefs: [{name: app, port: 80}, {name: missing, port: 80}]\n")
+		route("ns", "half", "", "[]", "  - backendRefs: [{name: app, port: 80}, {name: missing, port: 80}]\n") +
+		route("ns", "named", "", "[]", "  - name: checkout\n    backendRefs: [{name: missing, port: 80}]\n")
 	var objs snapshot.Objects
 	if err := objs.Decode(strings.NewReader(objects), "dropped"); err != nil {
 		t.Fatal(err)
@@ -43,6 +44,9 @@ func TestFieldsNotServedAreSaid(t *testing.T) {
 	}
 	if got := conditionOf("half", string(gwv1.RouteConditionResolvedRefs)); !strings.Contains(got, "rule 0: the usable backendRefs take the share of those that do not resolve") {
 		t.Errorf("half: ResolvedRefs %q", got)
+	}
+	if got := conditionOf("named", string(gwv1.RouteConditionResolvedRefs)); !strings.Contains(got, "rule 0 (checkout): ") {
+		t.Errorf("named: ResolvedRefs %q does not name the rule", got)
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 // ruleResult is one rule of a route after validation.
 type ruleResult struct {
 	index   int
+	name    *gwv1.SectionName
 	matches []gwv1.HTTPRouteMatch
 	// backends are the usable ones; an empty list with a servable rule means
 	// every request to the rule is answered 500.
@@ -50,7 +51,7 @@ var (
 func (t *translator) rules(r route) (out []ruleResult, read []backendInput) {
 	out = make([]ruleResult, 0, len(r.rules))
 	for i, rule := range r.rules {
-		res := ruleResult{index: i}
+		res := ruleResult{index: i, name: rule.name}
 		var msg string
 		if res.filters, msg = t.collectFilters(rule); msg != "" {
 			res.dropped = fmt.Sprintf("rule %s: %s", ruleLabel(i, rule.name), msg)
@@ -231,12 +232,12 @@ func resolvedRefsCondition(rules []ruleResult, gen int64) metav1.Condition {
 			if reason == "" {
 				reason = p.reason
 			}
-			msgs = append(msgs, fmt.Sprintf("rule %d: %s", r.index, p.message))
+			msgs = append(msgs, fmt.Sprintf("rule %s: %s", ruleLabel(r.index, r.name), p.message))
 		}
 		if len(r.refProblems) > 0 && len(r.backends) > 0 {
 			// Gateway API wants their share answered 500: Kong balances
 			// over targets (hosts), and has no weighted local answer.
-			msgs = append(msgs, fmt.Sprintf("rule %d: the usable backendRefs take the share of those that do not resolve (Kong cannot answer 500 for a share of requests)", r.index))
+			msgs = append(msgs, fmt.Sprintf("rule %s: the usable backendRefs take the share of those that do not resolve (Kong cannot answer 500 for a share of requests)", ruleLabel(r.index, r.name)))
 		}
 	}
 	if reason == "" {
