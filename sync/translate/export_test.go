@@ -13,3 +13,11 @@ var LuaValues = luaValues
 
 // HostRestoreLua is the first access chunk of every route's pre-function.
 const HostRestoreLua = hostRestoreLua
+
+// ParallelChunk sets how many routes a worker translates at a time, until
+// the returned function restores it.
+func ParallelChunk(n int) (restore func()) {
+	old := parallelChunk
+	parallelChunk = n
+	return func() { parallelChunk = old }
+}

@@ -120,11 +120,12 @@ type backendInput struct {
 	slices  []*discoveryv1.EndpointSlice
 }
 
-// memoizable tells whether a route's output is kept for the next
-// translation: only HTTPRoutes' and GRPCRoutes', the many, whose output
-// depends on no other route (a TCPRoute's or UDPRoute's depends on the
-// older routes on its listeners).
-func memoizable(r route) bool { return r.kind == kindHTTPRoute || r.kind == kindGRPCRoute }
+// independent tells whether a route's output depends on no other route
+// (beyond lostOn, which is computed first): HTTPRoutes' and GRPCRoutes',
+// the many. Only theirs are kept for the next translation and translated
+// in parallel (a TCPRoute's or UDPRoute's depends on the older routes on
+// its listeners).
+func independent(r route) bool { return r.kind == kindHTTPRoute || r.kind == kindGRPCRoute }
 
 // keptRoutes hand the route outputs of one translation to the next.
 type keptRoutes struct {
@@ -152,7 +153,7 @@ func (k *keptRoutes) reusable(r route, s *snapshot.Snapshot, lostOn map[int]stri
 
 // keep hands a route's output to the next translation.
 func (k *keptRoutes) keep(r route, out *routeOutput) {
-	if k != nil && memoizable(r) {
+	if k != nil && independent(r) {
 		k.next[r.meta] = out
 	}
 }

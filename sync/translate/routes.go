@@ -3,7 +3,10 @@ package translate
 import (
 	"cmp"
 	"fmt"
+	"runtime"
 	"slices"
+	"sync"
+	"sync/atomic"
 
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
@@ -98,8 +101,21 @@ func (t *translator) translateRoutes(routes []route, gws []*gateway, ports liste
 		upstreams: make(map[string]*declarative.Upstream, len(routes)),
 	}
 	lost := kindConflicts(routes, gws, t.namespaceAllowed)
+	outs := make([]*routeOutput, len(routes))
+	var independents []int
 	for rank, r := range routes {
-		out := kept.reusable(r, t.snap, lost[r.meta])
+		if outs[rank] = kept.reusable(r, t.snap, lost[r.meta]); outs[rank] == nil && independent(r) {
+			independents = append(independents, rank)
+		}
+	}
+	parallel(len(independents), func(i int) {
+		rank := independents[i]
+		r := routes[rank]
+		// No other route's attachment matters to an independent one.
+		outs[rank] = t.translateRoute(r, gws, ports, nil, lost[r.meta])
+	})
+	for rank, r := range routes {
+		out := outs[rank]
 		if out == nil {
 			out = t.translateRoute(r, gws, ports, merged.attached, lost[r.meta])
 		}
@@ -107,6 +123,41 @@ func (t *translator) translateRoutes(routes []route, gws []*gateway, ports liste
 		kept.keep(r, out)
 	}
 	return merged
+}
+
+// parallelChunk is how many routes a worker takes at a time: enough to
+// make the handing out negligible, few enough to share the tail. (A var
+// only so that a test can make every scenario run in parallel.)
+var parallelChunk = 64
+
+// parallel runs do(0..n-1) on up to GOMAXPROCS goroutines: a first
+// translation of thousands of routes is most of a cold start. The order
+// of the calls does not matter to the result (each writes its own slot).
+func parallel(n int, do func(i int)) {
+	chunk := parallelChunk
+	workers := min(runtime.GOMAXPROCS(0), (n+chunk-1)/chunk)
+	if workers <= 1 {
+		for i := range n {
+			do(i)
+		}
+		return
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for {
+				start := int(next.Add(int64(chunk))) - chunk
+				if start >= n {
+					return
+				}
+				for i := start; i < min(start+chunk, n); i++ {
+					do(i)
+				}
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // add merges one route's output: the route's rank, which depends on the

@@ -56,14 +56,14 @@ func (t *translator) forbiddenTarget(addr netip.Addr, fromNamespace string, from
 // kongPodAddress tells whether addr belongs to this Kong Pod or a peer:
 // their status and metrics ports listen on the Pod IP.
 func (t *translator) kongPodAddress(addr netip.Addr) bool {
-	if t.kongPods == nil {
+	t.kongPodsOnce.Do(func() {
 		t.kongPods = map[netip.Addr]bool{}
 		for _, ip := range kongPodIPs(t.snap) {
 			if a, err := netip.ParseAddr(ip); err == nil {
 				t.kongPods[a.Unmap()] = true
 			}
 		}
-	}
+	})
 	return t.kongPods[addr]
 }
 
@@ -88,7 +88,7 @@ func kongPodIPs(s *snapshot.Snapshot) []string {
 // server allocates ClusterIPs, so unlike an EndpointSlice's addresses they
 // cannot be claimed by another namespace. The index is built on first use.
 func (t *translator) serviceWithClusterIP(addr netip.Addr) *corev1.Service {
-	if t.clusterIPs == nil {
+	t.clusterIPsOnce.Do(func() {
 		t.clusterIPs = map[netip.Addr]*corev1.Service{}
 		add := func(ip string, svc *corev1.Service) {
 			if ip == "" || ip == corev1.ClusterIPNone {
@@ -104,7 +104,7 @@ func (t *translator) serviceWithClusterIP(addr netip.Addr) *corev1.Service {
 				add(ip, svc)
 			}
 		}
-	}
+	})
 	return t.clusterIPs[addr]
 }
 

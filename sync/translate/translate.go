@@ -7,6 +7,7 @@ import (
 	"cmp"
 	"net/netip"
 	"slices"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -64,14 +65,17 @@ func Translate(s *snapshot.Snapshot, refused Refusals) Result {
 
 // translator is what every phase of a translation reads: the snapshot and
 // the refusals, which it never writes, and indexes of the snapshot built on
-// first use. The phases pass their results to each other as values.
+// first use (once: routes are translated in parallel). The phases pass
+// their results to each other as values.
 type translator struct {
 	snap    *snapshot.Snapshot
 	refused Refusals
 	// clusterIPs index the Services by ClusterIP (built on first use).
-	clusterIPs map[netip.Addr]*corev1.Service
+	clusterIPs     map[netip.Addr]*corev1.Service
+	clusterIPsOnce sync.Once
 	// kongPods are the IPs of this Kong Pod and its peers (built on first use).
-	kongPods map[netip.Addr]bool
+	kongPods     map[netip.Addr]bool
+	kongPodsOnce sync.Once
 	// secretRefs, when not nil, collects the Secrets listeners may use.
 	secretRefs map[types.NamespacedName]bool
 }

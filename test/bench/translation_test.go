@@ -12,16 +12,16 @@ import (
 	"testing"
 )
 
-// translation runs the translation benchmarks on one core (a first
-// translation, and a sync through the Memo), with a CPU and a memory profile
-// of both kept in results/.
+// translation runs the translation benchmarks on one core and on two (a
+// first translation, and a sync through the Memo), with a CPU and a memory
+// profile of all kept in results/.
 func (b *bencher) translation(t *testing.T) {
 	b.results.scenario("1 translation")
 	dir := resultsDir()
 	bin := filepath.Join(b.tmp, "translate.test")
 	cpu := filepath.Join(dir, "translate.cpu.pprof")
 	mem := filepath.Join(dir, "translate.mem.pprof")
-	cmd := exec.Command("go", "test", "-run", "^$", "-bench", "BenchmarkTranslate", "-benchmem", "-cpu", "1", "-count", "1",
+	cmd := exec.Command("go", "test", "-run", "^$", "-bench", "BenchmarkTranslate", "-benchmem", "-cpu", "1,2", "-count", "1",
 		"-o", bin, "-cpuprofile", cpu, "-memprofile", mem, "./sync/translate")
 	cmd.Dir = repoRoot()
 	out, err := cmd.CombinedOutput()
@@ -38,7 +38,14 @@ func (b *bencher) translation(t *testing.T) {
 		}
 		// BenchmarkTranslate is a first translation; BenchmarkTranslateSync
 		// every later sync, through the Memo the sidecar keeps.
-		bench, size, ok := strings.Cut(strings.TrimSuffix(f[0], "-1"), "/routes=")
+		// Without a -N suffix the benchmark ran on one core.
+		benchName, cores := f[0], 1
+		if i := strings.LastIndex(benchName, "-"); i > 0 {
+			if c, err := strconv.Atoi(benchName[i+1:]); err == nil {
+				benchName, cores = benchName[:i], c
+			}
+		}
+		bench, size, ok := strings.Cut(benchName, "/routes=")
 		kind := map[string]string{"BenchmarkTranslate": "first translation", "BenchmarkTranslateSync": "sync after one route edit (Memo)"}[bench]
 		if !ok || kind == "" {
 			continue
@@ -55,11 +62,17 @@ func (b *bencher) translation(t *testing.T) {
 		scen := "1 translation"
 		name := fmt.Sprintf("routes=%d, %s:", n, kind)
 		opMS := vals["ns/op"] / 1e6
-		f1 := figure{Scenario: scen, Name: name + " time (1 core)", Value: opMS, Unit: "ms"}
-		if n == 10_000 {
+		f1 := figure{Scenario: scen, Name: fmt.Sprintf("%s time (%s)", name, coresLabel(cores)), Value: opMS, Unit: "ms"}
+		// The first translation runs on the cores the Pod has (it
+		// translates routes in parallel); the 100 ms is for this
+		// 2-core machine. Later syncs translate a route or two: one core.
+		if n == 10_000 && (kind == "first translation") == (cores > 1) {
 			f1.Target, f1.Met = "<= 100 ms", atMost(opMS, 100)
 		}
 		b.results.add(f1)
+		if cores > 1 {
+			continue // allocations are the same on any number of cores
+		}
 		b.results.add(figure{Scenario: scen, Name: name + " allocated", Value: mib(vals["B/op"]), Unit: "MiB"})
 		b.results.add(figure{Scenario: scen, Name: name + " allocations", Value: vals["allocs/op"], Unit: "allocs"})
 		if bytes, ok := vals["config-bytes"]; ok {
@@ -85,4 +98,11 @@ func (b *bencher) translation(t *testing.T) {
 		_ = os.WriteFile(filepath.Join(dir, "translate.alloc.top.txt"), alloc, 0o644)
 	}
 	b.results.note("1 translation", "CPU profile of the benchmark: results/translate.cpu.pprof (flat: translate.cpu.top.txt, cumulative: translate.cpu.cum.txt); allocations: translate.alloc.top.txt")
+}
+
+func coresLabel(n int) string {
+	if n == 1 {
+		return "1 core"
+	}
+	return fmt.Sprintf("%d cores", n)
 }
