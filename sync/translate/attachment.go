@@ -9,9 +9,31 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 )
 
-// attachment is where one route is served: hostname ("" for any) to the
-// listener ports, with the most specific listener that serves it there.
-type attachment map[string]map[gwv1.PortNumber]servedBy
+// attachment is where one route is served: each hostname ("" for any) on
+// each listener port once, with the most specific listener that serves it
+// there. A list: a route has a few, and a map of maps per route was a
+// tenth of a first translation's allocations.
+type attachment []servedAt
+
+type servedAt struct {
+	host string
+	port gwv1.PortNumber
+	servedBy
+}
+
+// serve records that l serves host on its port, unless a more specific
+// listener already does there.
+func (a *attachment) serve(host string, port gwv1.PortNumber, by servedBy) {
+	for i := range *a {
+		if at := &(*a)[i]; at.host == host && at.port == port {
+			if hostSpecificity(by.listenerHost) > hostSpecificity(at.listenerHost) {
+				at.servedBy = by
+			}
+			return
+		}
+	}
+	*a = append(*a, servedAt{host, port, by})
+}
 
 // servedBy is the listener through which a route serves a hostname on a port.
 type servedBy struct {
@@ -91,7 +113,7 @@ func sameParentRef(a, b gwv1.ParentReference) bool {
 // once (a route that names a listener through two parentRefs counts once
 // in its attachedRoutes), and the reason when none accepts it.
 // attachedBefore counts the routes of lower rank on each listener.
-func (t *translator) attach(r route, listeners []*listener, ref gwv1.ParentReference, where attachment, attachedTo, attachedBefore []int, lostOn map[int]string) (_ []int, reason, message string) {
+func (t *translator) attach(r route, listeners []*listener, ref gwv1.ParentReference, where *attachment, attachedTo, attachedBefore []int, lostOn map[int]string) (_ []int, reason, message string) {
 	var candidates []*listener
 	for _, l := range listeners {
 		if ref.SectionName != nil && l.spec.Name != *ref.SectionName {
@@ -145,13 +167,8 @@ func (t *translator) attach(r route, listeners []*listener, ref gwv1.ParentRefer
 		}
 		lh := hostnameOf(l.spec.Hostname)
 		for _, h := range hosts {
-			if where[h] == nil {
-				where[h] = map[gwv1.PortNumber]servedBy{}
-			}
 			// Through two listeners on one port, the more specific one counts.
-			if prev, ok := where[h][l.spec.Port]; !ok || hostSpecificity(lh) > hostSpecificity(prev.listenerHost) {
-				where[h][l.spec.Port] = servedBy{r.kongProtocol(l.kongProtocol), lh, l.dstPort, l}
-			}
+			where.serve(h, l.spec.Port, servedBy{r.kongProtocol(l.kongProtocol), lh, l.dstPort, l})
 		}
 	}
 	if attached {

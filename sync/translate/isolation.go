@@ -46,10 +46,17 @@ func covers(pattern, host string) bool {
 // hostname that need the same exclusions share one.
 func (t *translator) placements(where attachment, listeners listenerPorts) []placement {
 	var out []placement
-	for host, ports := range where {
+	for i, first := range where {
+		if slices.ContainsFunc(where[:i], func(at servedAt) bool { return at.host == first.host }) {
+			continue // its hostname's ports are grouped already
+		}
+		host := first.host
 		groups := map[string]*placement{}
-		for port, by := range ports {
-			excluded, shadowed := t.exclusions(host, by.listenerHost, listeners.hosts[port])
+		for _, at := range where[i:] {
+			if at.host != host {
+				continue
+			}
+			excluded, shadowed := t.exclusions(host, at.listenerHost, listeners.hosts[at.port])
 			if shadowed {
 				continue
 			}
@@ -59,10 +66,10 @@ func (t *translator) placements(where attachment, listeners listenerPorts) []pla
 				p = &placement{host: host, excluded: excluded}
 				groups[key] = p
 			}
-			p.ports = append(p.ports, by.dstPort)
-			p.matchPort = p.matchPort || len(listeners.ofProtocol[by.listener.kongProtocol]) > 1
-			if !slices.Contains(p.protocols, by.protocol) {
-				p.protocols = append(p.protocols, by.protocol)
+			p.ports = append(p.ports, at.dstPort)
+			p.matchPort = p.matchPort || len(listeners.ofProtocol[at.listener.kongProtocol]) > 1
+			if !slices.Contains(p.protocols, at.protocol) {
+				p.protocols = append(p.protocols, at.protocol)
 			}
 		}
 		for _, p := range groups {

@@ -192,14 +192,14 @@ func (t *translator) translateRoute(r route, gws []*gateway, ports listenerPorts
 		reason, message string
 	}
 	var verdicts []verdict
-	where := attachment{}
+	var where attachment
 	for _, ref := range r.parentRefs {
 		listeners, ours := parentListeners(gws, r.meta.Namespace, ref)
 		if !ours || slices.ContainsFunc(verdicts, func(v verdict) bool { return sameParentRef(v.ref, ref) }) {
 			continue
 		}
 		var reason, msg string
-		out.listeners, reason, msg = t.attach(r, listeners, ref, where, out.listeners, attachedBefore, lostOn)
+		out.listeners, reason, msg = t.attach(r, listeners, ref, &where, out.listeners, attachedBefore, lostOn)
 		verdicts = append(verdicts, verdict{ref, reason, msg})
 	}
 	if verdicts == nil {
@@ -247,8 +247,8 @@ func checkRedirectHosts(rules []ruleResult, where attachment) {
 		if rules[i].dropped != "" || !rules[i].filters.redirectKeepsHost() {
 			continue
 		}
-		for h := range where {
-			if h == "" || isWildcard(h) {
+		for _, at := range where {
+			if at.host == "" || isWildcard(at.host) {
 				rules[i].dropped = fmt.Sprintf("rule %d: filter RequestRedirect without a hostname needs exact route hostnames (Kong's redirect plugin has a fixed location)", rules[i].index)
 				break
 			}

@@ -105,10 +105,17 @@ func (t *translator) noteRead(read []backendInput, key types.NamespacedName) []b
 	return append(read, backendInput{key: key, service: t.snap.Services[key], slices: slices.Clone(t.snap.EndpointSlices[key])})
 }
 
+// defaultPathType and rootPath are a match's path when it has none; shared
+// by every such match, never written through.
+var (
+	defaultPathType = gwv1.PathMatchPathPrefix
+	rootPath        = "/"
+)
+
 // normalizeMatch fills defaults and checks that Kong can express the match.
 func (t *translator) normalizeMatch(m gwv1.HTTPRouteMatch) (gwv1.HTTPRouteMatch, string) {
 	out := gwv1.HTTPRouteMatch{Method: m.Method}
-	path := gwv1.HTTPPathMatch{Type: ptr(gwv1.PathMatchPathPrefix), Value: ptr("/")}
+	path := gwv1.HTTPPathMatch{Type: &defaultPathType, Value: &rootPath}
 	if m.Path != nil {
 		if m.Path.Type != nil {
 			path.Type = m.Path.Type
