@@ -3,6 +3,9 @@ package declarative
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"math"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -109,5 +112,49 @@ func TestServiceSizesAddUpToTheDocument(t *testing.T) {
 	one, _ := Marshal(&Config{FormatVersion: FormatVersion, Services: c.Services[1:]})
 	if len(whole)-len(one) != sizes[0] {
 		t.Fatalf("leaving out service a saves %d bytes, ServiceSizes says %d", len(whole)-len(one), sizes[0])
+	}
+}
+
+// TestLongListsEncodedInPartsMatchEncodingJSON: services and upstreams
+// encoded in parallel parts join into encoding/json's document, their sizes
+// still add up, and an encoding error in a later part is not lost.
+func TestLongListsEncodedInPartsMatchEncodingJSON(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4))
+	odd := "q\"b\\s\x00\n<>&\u2028é\xff"
+	c := &Config{FormatVersion: FormatVersion}
+	for i := range 4*minPerPart + 3 {
+		name := fmt.Sprintf("svc-%d-%s", i, odd[:i%len(odd)])
+		c.Services = append(c.Services, &Service{Name: name, Host: "h", Tags: []string{odd},
+			Routes: []*Route{{Name: name + ".r", Expression: `http.path == "/"`}}})
+		c.Upstreams = append(c.Upstreams, &Upstream{Name: name, Targets: []*Target{{ID: name, Target: "10.0.0.1:80", Weight: 100}}})
+	}
+	var want bytes.Buffer
+	enc := json.NewEncoder(&want)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(c); err != nil {
+		t.Fatal(err)
+	}
+	got, sizes, err := MarshalSizes(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := bytes.TrimSuffix(want.Bytes(), []byte("\n")); !bytes.Equal(got, w) {
+		t.Fatalf("the document differs from encoding/json's (%d and %d bytes)", len(got), len(w))
+	}
+	withoutServices, err := Marshal(&Config{FormatVersion: FormatVersion, Upstreams: c.Upstreams})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := 0
+	for _, s := range sizes {
+		sum += s
+	}
+	if framing := len(`,"services":[]`) - 1; len(got) != len(withoutServices)+framing+sum {
+		t.Fatalf("service sizes add up to %d, the services take %d bytes", sum, len(got)-len(withoutServices)-framing)
+	}
+	last := c.Services[len(c.Services)-1]
+	last.Routes[0].Plugins = []*Plugin{{ID: "p", Name: "x", Config: map[string]any{"n": math.NaN()}}}
+	if _, err := Marshal(c); err == nil {
+		t.Fatal("a value JSON cannot hold, in the last part, encoded without an error")
 	}
 }
