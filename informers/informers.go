@@ -3,6 +3,7 @@
 package informers
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -43,6 +44,9 @@ type Scope struct {
 	PublishService  types.NamespacedName // empty: the Service that selects the Pod
 	// MaxSecretBytes caps a Secret's data (0: DefaultMaxSecretBytes).
 	MaxSecretBytes int
+	// MaxSecretWatches caps the Secrets watched at once (0:
+	// DefaultMaxSecretWatches).
+	MaxSecretWatches int
 }
 
 // Cache holds the watched objects and notifies Trigger on every change.
@@ -97,8 +101,11 @@ func New(kube kubernetes.Interface, gw gwclient.Interface, scope Scope, trigger 
 	if limit <= 0 {
 		limit = DefaultMaxSecretBytes
 	}
-	c.secrets = &secretWatchers{kube: kube, limit: limit, events: c.events(), notify: trigger.Notify,
-		watching: map[types.NamespacedName]*secretWatcher{}}
+	c.secrets = &secretWatchers{kube: kube, limit: limit, max: cmp.Or(max(scope.MaxSecretWatches, 0), DefaultMaxSecretWatches),
+		ownNamespaces: map[string]bool{}, events: c.events(), notify: trigger.Notify, watching: map[types.NamespacedName]*secretWatcher{}}
+	for _, g := range scope.Gateways {
+		c.secrets.ownNamespaces[g.Namespace] = true
+	}
 	if scope.PodName != "" && scope.PodNamespace != "" {
 		// The Pods of the own namespace: this one, and its peers whose
 		// konglet conditions make the Gateway's Programmed.

@@ -2,6 +2,7 @@ package informers
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -25,6 +26,11 @@ import (
 // make every konglet hold.
 const DefaultMaxSecretBytes = 64 << 10
 
+// DefaultMaxSecretWatches is the default cap on the Secrets watched at
+// once. Each is a watch on the API server from every replica; listeners of
+// ListenerSets, which tenants may write, could otherwise ask for any number.
+const DefaultMaxSecretWatches = 256
+
 // secretWait bounds how long a snapshot waits for the Secret watchers it
 // starts to read their Secret or fail: a restart does not serve a listener
 // without its certificate, and an unanswered watch never stalls syncs.
@@ -35,14 +41,20 @@ const secretWait = 5 * time.Second
 // name, so no other Secret is ever read, and so RBAC can grant konglet the
 // Secrets of one namespace (or, by resourceNames, single Secrets).
 type secretWatchers struct {
-	kube   kubernetes.Interface
-	limit  int
-	events cache.ResourceEventHandler
-	notify func()
-	ctx    context.Context // set by Start: the watchers stop with it
-	mu     sync.Mutex      // guards watching
-	// watching is the current set, by Secret.
-	watching map[types.NamespacedName]*secretWatcher
+	kube  kubernetes.Interface
+	limit int
+	// max caps the watches (0: no cap); ownNamespaces are the bound
+	// Gateways' namespaces, whose Secrets are watched first.
+	max           int
+	ownNamespaces map[string]bool
+	events        cache.ResourceEventHandler
+	notify        func()
+	ctx           context.Context // set by Start: the watchers stop with it
+	mu            sync.Mutex      // guards watching
+	// watching is the current set, by Secret; unwatched are the Secrets
+	// listeners may use beyond max.
+	watching  map[types.NamespacedName]*secretWatcher
+	unwatched []types.NamespacedName
 }
 
 // secretWatcher watches one Secret.
@@ -68,6 +80,7 @@ type secretWatcher struct {
 // at most secretWait, until each new one has read its Secret or failed.
 func (s *secretWatchers) update(refs []types.NamespacedName) {
 	s.mu.Lock()
+	refs, s.unwatched = s.choose(refs)
 	want := make(map[types.NamespacedName]bool, len(refs))
 	var started []*secretWatcher
 	for _, key := range refs {
@@ -100,6 +113,27 @@ func (s *secretWatchers) update(refs []types.NamespacedName) {
 			return
 		}
 	}
+}
+
+// choose splits refs into those to watch, at most max, and the rest: the
+// Gateways' own namespaces' first, then those watched already (a new
+// reference never takes a watched Secret away), then in refs' order.
+func (s *secretWatchers) choose(refs []types.NamespacedName) (watch, rest []types.NamespacedName) {
+	if s.max <= 0 || len(refs) <= s.max {
+		return refs, nil
+	}
+	rank := func(key types.NamespacedName) int {
+		switch {
+		case s.ownNamespaces[key.Namespace]:
+			return 0
+		case s.watching[key] != nil:
+			return 1
+		}
+		return 2
+	}
+	ordered := slices.Clone(refs)
+	slices.SortStableFunc(ordered, func(a, b types.NamespacedName) int { return rank(a) - rank(b) })
+	return ordered[:s.max], ordered[s.max:]
 }
 
 func (s *secretWatchers) start(key types.NamespacedName) *secretWatcher {
@@ -207,6 +241,9 @@ func (w *secretWatcher) read() (*corev1.Secret, *snapshot.SecretProblem) {
 func (s *secretWatchers) fill(snap *snapshot.Snapshot) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	for _, key := range s.unwatched {
+		snap.SecretProblems[key] = snapshot.SecretProblem{Unwatched: s.max}
+	}
 	for key, w := range s.watching {
 		secret, problem := w.read()
 		switch {

@@ -2,6 +2,7 @@ package informers
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -217,3 +218,30 @@ type cacheHandlerNop struct{}
 func (cacheHandlerNop) OnAdd(any, bool)   {}
 func (cacheHandlerNop) OnUpdate(any, any) {}
 func (cacheHandlerNop) OnDelete(any)      {}
+
+// TestSecretWatchesAreCapped: beyond --max-secret-watches, the Gateways'
+// own namespaces' Secrets are watched first, then those watched already
+// (a new reference takes no watch away), then in order; the rest are told
+// to the listeners that name them.
+func TestSecretWatchesAreCapped(t *testing.T) {
+	key := func(ns, name string) types.NamespacedName { return types.NamespacedName{Namespace: ns, Name: name} }
+	s := &secretWatchers{max: 3, ownNamespaces: map[string]bool{"gw": true},
+		watching: map[types.NamespacedName]*secretWatcher{key("team-b", "z"): {}}}
+	refs := []types.NamespacedName{key("aaa", "first"), key("gw", "own"), key("team-a", "x"), key("team-b", "z"), key("gw", "own2")}
+	watch, rest := s.choose(refs)
+	if want := []types.NamespacedName{key("gw", "own"), key("gw", "own2"), key("team-b", "z")}; !slices.Equal(watch, want) {
+		t.Errorf("watched %v, want %v", watch, want)
+	}
+	if want := []types.NamespacedName{key("aaa", "first"), key("team-a", "x")}; !slices.Equal(rest, want) {
+		t.Errorf("not watched %v, want %v", rest, want)
+	}
+	if w, r := s.choose(refs[:3]); len(w) != 3 || r != nil {
+		t.Errorf("within the cap: watched %v, not watched %v", w, r)
+	}
+	s.unwatched, s.watching = rest, nil
+	snap := &snapshot.Snapshot{SecretProblems: map[types.NamespacedName]snapshot.SecretProblem{}}
+	s.fill(snap)
+	if p := snap.SecretProblems[key("team-a", "x")]; p.Unwatched != 3 {
+		t.Errorf("an unwatched Secret's problem is %+v", p)
+	}
+}

@@ -33,27 +33,28 @@ import (
 
 // config is everything `konglet run` is told, from flags or KONGLET_* env.
 type config struct {
-	gateways        namesFlag
-	publishService  nameFlag
-	controllerName  string
-	kongAdminURL    string
-	kongTimeout     time.Duration
-	kongPoll        time.Duration
-	podName         string
-	podNamespace    string
-	kubeconfig      string
-	listen          string
-	quiet, maxDelay time.Duration
-	serviceUpstream bool
-	externalName    bool
-	maxConfigBytes  int
-	maxObjectBytes  int
-	maxSecretBytes  int
-	logLevel        string
-	leaderElection  bool
-	kubeQPS         float64
-	kubeBurst       int
-	leaseTiming     leader.Timing
+	gateways         namesFlag
+	publishService   nameFlag
+	controllerName   string
+	kongAdminURL     string
+	kongTimeout      time.Duration
+	kongPoll         time.Duration
+	podName          string
+	podNamespace     string
+	kubeconfig       string
+	listen           string
+	quiet, maxDelay  time.Duration
+	serviceUpstream  bool
+	externalName     bool
+	maxConfigBytes   int
+	maxObjectBytes   int
+	maxSecretBytes   int
+	maxSecretWatches int
+	logLevel         string
+	leaderElection   bool
+	kubeQPS          float64
+	kubeBurst        int
+	leaseTiming      leader.Timing
 }
 
 func (c *config) flags(fs *flag.FlagSet) {
@@ -76,6 +77,7 @@ func (c *config) flags(fs *flag.FlagSet) {
 	// tens of kilobytes, and one object can never take most of the budget.
 	fs.IntVar(&c.maxObjectBytes, "max-object-config-bytes", 1<<20, "largest share of the configuration one route may take; a larger route is left out and told why (0: no limit)")
 	fs.IntVar(&c.maxSecretBytes, "max-secret-bytes", informers.DefaultMaxSecretBytes, "largest data of a Secret a listener may use; a larger one is refused on the listener and its data not kept")
+	fs.IntVar(&c.maxSecretWatches, "max-secret-watches", informers.DefaultMaxSecretWatches, "most Secrets watched at once (one watch each on the API server, from every replica); listeners naming more are told, the Gateways' own namespaces' Secrets first")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.Float64Var(&c.kubeQPS, "kube-api-qps", 200, "requests per second to the API server (status writes come in bursts when many routes change)")
 	fs.IntVar(&c.kubeBurst, "kube-api-burst", 400, "burst of requests to the API server")
@@ -105,8 +107,8 @@ func runSidecar(args []string, stderr io.Writer) int {
 		log.Error("no Gateway to serve: set --gateway namespace/name (or KONGLET_GATEWAY)")
 		return 2
 	}
-	if cfg.maxSecretBytes <= 0 {
-		log.Error("--max-secret-bytes must be positive")
+	if cfg.maxSecretBytes <= 0 || cfg.maxSecretWatches <= 0 {
+		log.Error("--max-secret-bytes and --max-secret-watches must be positive")
 		return 2
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -144,13 +146,14 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 		return err
 	}
 	scope := informers.Scope{
-		ControllerName:  cfg.controllerName,
-		ServiceUpstream: cfg.serviceUpstream,
-		Gateways:        cfg.gateways,
-		PodNamespace:    cfg.podNamespace,
-		PodName:         cfg.podName,
-		PublishService:  types.NamespacedName(cfg.publishService),
-		MaxSecretBytes:  cfg.maxSecretBytes,
+		ControllerName:   cfg.controllerName,
+		ServiceUpstream:  cfg.serviceUpstream,
+		Gateways:         cfg.gateways,
+		PodNamespace:     cfg.podNamespace,
+		PodName:          cfg.podName,
+		PublishService:   types.NamespacedName(cfg.publishService),
+		MaxSecretBytes:   cfg.maxSecretBytes,
+		MaxSecretWatches: cfg.maxSecretWatches,
 	}
 	cache, err := informers.New(kube, gw, scope, informers.NewTrigger(cfg.quiet, cfg.maxDelay))
 	if err != nil {

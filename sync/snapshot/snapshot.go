@@ -84,6 +84,9 @@ type SecretProblem struct {
 	// Err is the last error reading the Secret, which has not been read yet
 	// ("" if none came before konglet stopped waiting).
 	Err string
+	// Unwatched, when not 0: the Secret is not read, because listeners use
+	// more Secrets than konglet watches at once (this many).
+	Unwatched int
 }
 
 // Snapshot is everything one translation reads.

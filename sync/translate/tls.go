@@ -109,6 +109,9 @@ func secretProblem(key types.NamespacedName, p snapshot.SecretProblem) (gwv1.Lis
 	case p.Size > p.Limit:
 		return gwv1.ListenerReasonInvalidCertificateRef, fmt.Sprintf(
 			"Secret %s holds %d bytes of data, more than konglet's limit of %d (--max-secret-bytes), so konglet does not keep it", key, p.Size, p.Limit)
+	case p.Unwatched > 0:
+		return gwv1.ListenerReasonInvalidCertificateRef, fmt.Sprintf(
+			"Secret %s is not read: listeners use more Secrets than konglet watches at once (%d, --max-secret-watches; Secrets in the Gateway's namespace come first)", key, p.Unwatched)
 	case p.Err != "":
 		return gwv1.ListenerReasonInvalidCertificateRef, fmt.Sprintf("Secret %s could not be read: %s", key, p.Err)
 	}
