@@ -91,24 +91,33 @@ func misdirectedExpression(dstPort int, host string, hosts []string) string {
 	if host != "" {
 		clauses = append(clauses, "("+hostPredicate(host)+")")
 	}
-	for _, o := range moreSpecific(host, hosts) {
+	specific := moreSpecific(host, hosts)
+	for _, o := range specific {
 		clauses = append(clauses, "!("+hostPredicate(o)+")")
 	}
+	// The server name is one another listener covers...
 	var others []string
 	for _, o := range hosts {
-		if o != host {
-			others = append(others, sniPredicate(o))
+		if o == host {
+			continue
 		}
+		if o == "" {
+			others = []string{sniPredicate(o)} // it covers every name
+			break
+		}
+		others = append(others, sniPredicate(o))
 	}
 	clauses = append(clauses, "("+strings.Join(others, " || ")+")")
+	if host == "" {
+		return strings.Join(clauses, " && ") // a name another covers is not its
+	}
+	// ...and this listener does not select: it does not cover it, or a
+	// more specific listener does.
 	selects := []string{sniPredicate(host)}
-	for _, o := range moreSpecific(host, hosts) {
+	for _, o := range specific {
 		selects = append(selects, "!("+sniPredicate(o)+")")
 	}
-	if len(selects) > 1 {
-		selects = []string{"(" + strings.Join(selects, ") && (") + ")"}
-	}
-	return strings.Join(append(clauses, "!("+selects[0]+")"), " && ")
+	return strings.Join(append(clauses, "!("+strings.Join(selects, " && ")+")"), " && ")
 }
 
 // moreSpecific lists the hostnames of hosts that take some of host's names
