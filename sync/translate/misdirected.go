@@ -2,6 +2,7 @@ package translate
 
 import (
 	"cmp"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -38,41 +39,29 @@ func (t *translator) misdirectedService(gws []*gateway) (*declarative.Service, [
 	if t.snap.Kong.RouterFlavor != snapshot.RouterExpressions || !t.hostsNormalized() {
 		return nil, nil
 	}
-	type port struct {
-		dstPort int
-		hosts   []string
-	}
-	byPort := map[gwv1.PortNumber]*port{}
+	// By the port Kong's router sees: listeners it cannot tell apart by
+	// port are one port to it.
+	hostsByPort := map[int][]string{}
 	for _, l := range allListeners(gws) {
 		if !l.usable() || l.kongProtocol != "https" {
 			continue
 		}
-		p := byPort[l.spec.Port]
-		if p == nil {
-			p = &port{dstPort: l.dstPort}
-			byPort[l.spec.Port] = p
-		}
-		if h := hostnameOf(l.spec.Hostname); !slices.Contains(p.hosts, h) {
-			p.hosts = append(p.hosts, h)
+		if h := hostnameOf(l.spec.Hostname); !slices.Contains(hostsByPort[l.dstPort], h) {
+			hostsByPort[l.dstPort] = append(hostsByPort[l.dstPort], h)
 		}
 	}
-	numbers := make([]gwv1.PortNumber, 0, len(byPort))
-	for n := range byPort {
-		numbers = append(numbers, n)
-	}
-	slices.Sort(numbers)
 	svc := &declarative.Service{Name: "misdirected-requests.konglet", Host: noBackendHost}
 	var kongRoutes []*kongRoute
 	prefix := gwv1.HTTPPathMatch{Type: ptr(gwv1.PathMatchPathPrefix), Value: ptr("/")}
-	for _, n := range numbers {
-		p := byPort[n]
-		if len(p.hosts) < 2 {
+	for _, port := range slices.Sorted(maps.Keys(hostsByPort)) {
+		hosts := hostsByPort[port]
+		if len(hosts) < 2 {
 			continue // one listener name: every request that reaches it is its own
 		}
-		slices.Sort(p.hosts)
-		for _, host := range p.hosts {
-			name := "misdirected." + strconv.Itoa(int(n)) + "." + strings.ReplaceAll(cmp.Or(host, "any"), "*", "wildcard")
-			r := &declarative.Route{Name: name, Protocols: []string{"https"}, Expression: misdirectedExpression(p.dstPort, host, p.hosts),
+		slices.Sort(hosts)
+		for _, host := range hosts {
+			name := "misdirected." + strconv.Itoa(port) + "." + strings.ReplaceAll(cmp.Or(host, "any"), "*", "wildcard")
+			r := &declarative.Route{Name: name, Protocols: []string{"https"}, Expression: misdirectedExpression(port, host, hosts),
 				StripPath: &no, PreserveHost: &yes,
 				Plugins: []*declarative.Plugin{{ID: declarative.ID("plugin", name, "request-termination"), Name: "request-termination",
 					Config: map[string]any{"status_code": 421, "message": "Misdirected Request"}}}}
