@@ -3,10 +3,13 @@ package translate
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/konglet/konglet/sync/snapshot"
 )
 
 // attachment is where one route is served: each hostname ("" for any) on
@@ -175,6 +178,27 @@ func (t *translator) attach(r route, listeners []*listener, ref gwv1.ParentRefer
 		return attachedTo, "", ""
 	}
 	return attachedTo, reason, message
+}
+
+// unmatchedPort says why a parentRef's port cannot be honoured: it asks
+// for the requests of one port (HTTPRouteDestinationPortMatching), and the
+// traditional router carries a port in hostnames only, so a route without
+// hostnames on a listener without one would answer every port of the
+// protocol. Refused rather than served on ports it did not ask for.
+func (t *translator) unmatchedPort(r route, listeners []*listener, ref gwv1.ParentReference, ports listenerPorts) string {
+	if ref.Port == nil || len(r.hostnames) > 0 || t.snap.Kong.RouterFlavor == snapshot.RouterExpressions {
+		return ""
+	}
+	for _, l := range listeners {
+		if l.spec.Port != *ref.Port || (ref.SectionName != nil && l.spec.Name != *ref.SectionName) || l.spec.Hostname != nil ||
+			(l.kongProtocol != "http" && l.kongProtocol != "https") || len(ports.ofProtocol[l.kongProtocol]) < 2 ||
+			!l.usable() || !kindAllowed(l, r.kind) || !t.namespaceAllowed(l, r.meta.Namespace) {
+			continue
+		}
+		return fmt.Sprintf("parentRef port %d: listener %q has no hostname, nor has the route, and Kong's %s router matches a request's port only together with a hostname: the route would answer on every %s port of Kong; give the route hostnames or set router_flavor=expressions",
+			*ref.Port, l.spec.Name, t.snap.Kong.RouterFlavor, strings.ToUpper(l.kongProtocol))
+	}
+	return ""
 }
 
 func kindAllowed(l *listener, kind gwv1.Kind) bool {

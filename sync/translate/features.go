@@ -50,6 +50,11 @@ func supportedFeatures(kong snapshot.Kong) []gwv1.SupportedFeature {
 	}
 	if kong.RouterFlavor == snapshot.RouterExpressions {
 		names = append(names, features.SupportHTTPRouteQueryParamMatching)
+		// net.dst.port (a parentRef's port) and tls.sni (misdirected.go),
+		// both read from the connection once the Host normalizer runs.
+		if kong.LuaAllowed() {
+			names = append(names, features.SupportHTTPRouteDestinationPortMatching, features.SupportGatewayHTTPSListenerDetectMisdirectedRequests)
+		}
 	}
 	slices.Sort(names)
 	out := make([]gwv1.SupportedFeature, len(names))

@@ -97,11 +97,11 @@ func (l *listener) status(attachedRoutes int) gwv1.ListenerStatus {
 func (t *translator) routerNote(g *gateway) string {
 	var notes []string
 	if t.snap.Kong.RouterFlavor != snapshot.RouterExpressions {
-		notes = append(notes, fmt.Sprintf("Kong's router_flavor is %s: query parameter matches are refused, and routes of listeners without a hostname match on every port (its traditional fields can carry a port only with a hostname); set router_flavor=expressions for full Gateway API semantics",
+		notes = append(notes, fmt.Sprintf("Kong's router_flavor is %s: query parameter matches are refused, routes of listeners without a hostname match on every port (its traditional fields can carry a port only with a hostname), and misdirected HTTPS requests (TLS server name of one listener, Host of another) are not answered 421; set router_flavor=expressions for full Gateway API semantics",
 			t.snap.Kong.RouterFlavor))
 	}
 	if !t.hostsNormalized() && httpListeners(g) >= 2 {
-		notes = append(notes, "listeners are not isolated from each other: Kong's router takes the port from the Host header and keeps a trailing dot, and konglet's pre-function plugin that removes both cannot run (pre-function is not enabled, or untrusted_lua is off); enable pre-function with untrusted_lua=sandbox")
+		notes = append(notes, "listeners are not isolated from each other, nor misdirected HTTPS requests answered 421: Kong's router takes the port from the Host header and keeps a trailing dot, and konglet's pre-function plugin that removes both cannot run (pre-function is not enabled, or untrusted_lua is off); enable pre-function with untrusted_lua=sandbox")
 	}
 	return joinMessages(notes)
 }

@@ -37,8 +37,8 @@ func (a routeOrder) compare(b routeOrder) int {
 }
 
 // The precedence class packs, from most to least significant: hostname
-// specificity (8 bits), path (10), method (1), header count (5), query count
-// (5). The rank inside a class takes the 17 low bits of Kong's 46-bit priority.
+// specificity (8 bits), path (10), method (1), header count (5, at most 30:
+// the class of all ones is misdirectedClass), query count (5). The rank inside a class takes the 17 low bits of Kong's 46-bit priority.
 const (
 	rankBits     = 17
 	maxRank      = 1<<rankBits - 1
@@ -70,7 +70,7 @@ func precedenceClass(host string, m gwv1.HTTPRouteMatch) uint64 {
 	if m.Method != nil {
 		method = 1
 	}
-	return h<<21 | p<<11 | method<<10 | uint64(min(len(m.Headers), 31))<<5 | uint64(min(len(m.QueryParams), 31))
+	return h<<21 | p<<11 | method<<10 | uint64(min(len(m.Headers), 30))<<5 | uint64(min(len(m.QueryParams), 31))
 }
 
 // no and yes are the strip_path and preserve_host of every HTTP route,

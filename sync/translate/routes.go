@@ -198,6 +198,10 @@ func (t *translator) translateRoute(r route, gws []*gateway, ports listenerPorts
 		if !ours || slices.ContainsFunc(verdicts, func(v verdict) bool { return sameParentRef(v.ref, ref) }) {
 			continue
 		}
+		if msg := t.unmatchedPort(r, listeners, ref, ports); msg != "" {
+			verdicts = append(verdicts, verdict{ref, string(gwv1.RouteReasonUnsupportedValue), msg})
+			continue
+		}
 		var reason, msg string
 		out.listeners, reason, msg = t.attach(r, listeners, ref, &where, out.listeners, attachedBefore, lostOn)
 		verdicts = append(verdicts, verdict{ref, reason, msg})

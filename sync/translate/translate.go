@@ -106,9 +106,14 @@ func (t *translator) run(kept *keptRoutes) Result {
 // listeners' certificates.
 func (t *translator) assemble(routes mergedRoutes, gateways []*gateway, certs []*declarative.Certificate) *declarative.Config {
 	// Priorities depend on every route that shares a precedence class.
-	services := routes.services
+	services, kongRoutes := routes.services, routes.kongRoutes
 	if t.snap.Kong.RouterFlavor == snapshot.RouterExpressions {
-		assignPriorities(routes.kongRoutes)
+		misdirected, terminators := t.misdirectedService(gateways)
+		kongRoutes = append(slices.Clip(kongRoutes), terminators...)
+		assignPriorities(kongRoutes)
+		if misdirected != nil {
+			services = append(slices.Clip(services), misdirected)
+		}
 	} else {
 		isolation, terminators := t.isolationService(gateways, listenerPortsOf(gateways))
 		services = rankTraditional(append(slices.Clip(routes.kongRoutes), terminators...), append(slices.Clip(services), isolation))
@@ -127,7 +132,7 @@ func (t *translator) assemble(routes mergedRoutes, gateways []*gateway, certs []
 	}
 	slices.SortFunc(cfg.Upstreams, func(a, b *declarative.Upstream) int { return cmp.Compare(a.Name, b.Name) })
 	cfg.Certificates = certs
-	cfg.Plugins = t.globalPlugins(routes.kongRoutes)
+	cfg.Plugins = t.globalPlugins(kongRoutes)
 	return cfg
 }
 
