@@ -53,6 +53,7 @@ type Scope struct {
 type Cache struct {
 	Trigger *Trigger
 	scope   Scope
+	bound   map[types.NamespacedName]bool // scope.Gateways
 
 	factories   []interface{ Start(<-chan struct{}) }
 	synced      []cache.InformerSynced
@@ -82,9 +83,12 @@ type Cache struct {
 
 // New sets up the informers; Start runs them.
 func New(kube kubernetes.Interface, gw gwclient.Interface, scope Scope, trigger *Trigger) (*Cache, error) {
-	c := &Cache{Trigger: trigger, scope: scope}
-	transform := kubeinformers.WithTransform(trim)
-	gwTransform := gwinformers.WithTransform(trim)
+	c := &Cache{Trigger: trigger, scope: scope, bound: map[types.NamespacedName]bool{}}
+	for _, g := range scope.Gateways {
+		c.bound[g] = true
+	}
+	transform := kubeinformers.WithTransform(c.transform)
+	gwTransform := gwinformers.WithTransform(c.transform)
 
 	core := kubeinformers.NewSharedInformerFactoryWithOptions(kube, resyncNever, transform)
 	c.services = core.Core().V1().Services().Lister()
@@ -176,7 +180,8 @@ func (c *Cache) events() cache.ResourceEventHandler {
 // replicas); in a cluster of many teams most do not, and every replica
 // would otherwise sync on every rollout anywhere. A route that starts to
 // name a Service is itself a change, and its sync reads the Service from
-// the cache.
+// the cache. Likewise a route matters when it names a bound Gateway (or a
+// ListenerSet), or still shows a status konglet wrote.
 func (c *Cache) mayMatter(obj any) bool {
 	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = tomb.Obj
@@ -187,6 +192,16 @@ func (c *Cache) mayMatter(obj any) bool {
 		key = types.NamespacedName{Namespace: o.Namespace, Name: o.Name}
 	case *discoveryv1.EndpointSlice:
 		key = types.NamespacedName{Namespace: o.Namespace, Name: o.Labels[discoveryv1.LabelServiceName]}
+	case *gwv1.HTTPRoute:
+		return c.routeMatters(o.Namespace, o.Spec.CommonRouteSpec, o.Status.RouteStatus)
+	case *gwv1.GRPCRoute:
+		return c.routeMatters(o.Namespace, o.Spec.CommonRouteSpec, o.Status.RouteStatus)
+	case *gwv1.TLSRoute:
+		return c.routeMatters(o.Namespace, o.Spec.CommonRouteSpec, o.Status.RouteStatus)
+	case *gwv1.TCPRoute:
+		return c.routeMatters(o.Namespace, o.Spec.CommonRouteSpec, o.Status.RouteStatus)
+	case *gwv1.UDPRoute:
+		return c.routeMatters(o.Namespace, o.Spec.CommonRouteSpec, o.Status.RouteStatus)
 	default:
 		return true
 	}
@@ -231,19 +246,12 @@ func isGatewayAPI(obj any) bool {
 // trim keeps out of the cache what konglet never reads and what is often
 // the largest part of an object: managedFields, and the copy of the whole
 // object that kubectl apply keeps in an annotation. Informers hand the
-// transform a freshly decoded object, which it may change in place.
+// transform a freshly decoded object, which it may change in place. (Cache.
+// transform slims the most numerous kinds further.)
 func trim(obj any) (any, error) {
 	if m, err := meta.Accessor(obj); err == nil {
 		m.SetManagedFields(nil)
 		delete(m.GetAnnotations(), lastApplied)
-	}
-	if slice, ok := obj.(*discoveryv1.EndpointSlice); ok {
-		// Only a Pod's name is read (replicas behind the publish Service).
-		for i := range slice.Endpoints {
-			if ref := slice.Endpoints[i].TargetRef; ref != nil {
-				slice.Endpoints[i].TargetRef = &corev1.ObjectReference{Kind: ref.Kind, Namespace: ref.Namespace, Name: ref.Name}
-			}
-		}
 	}
 	return obj, nil
 }

@@ -69,14 +69,20 @@ func TestSnapshotListsInAFixedOrder(t *testing.T) {
 }
 
 // TestOnlyServicesRoutesNameWakeASync: once a snapshot has shown which
-// Services routes name, a change to another Service or its EndpointSlices
-// wakes nothing; one to a named Service, to konglet's own namespace or to a
-// route does.
+// Services routes of the bound Gateway name, a change to another Service or
+// its EndpointSlices wakes nothing; one to a named Service, to konglet's own
+// namespace or to a route of the Gateway does, and one to a route of
+// another Gateway does not.
 func TestOnlyServicesRoutesNameWakeASync(t *testing.T) {
-	route := &gwv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "r"}, Spec: gwv1.HTTPRouteSpec{Rules: []gwv1.HTTPRouteRule{{
-		BackendRefs: []gwv1.HTTPBackendRef{{BackendRef: gwv1.BackendRef{BackendObjectReference: gwv1.BackendObjectReference{Name: "web"}}}},
-	}}}}
-	c, err := New(kubefake.NewClientset(), gwfake.NewClientset(route), Scope{ControllerName: snapshot.DefaultControllerName, PodNamespace: "kong"}, NewTrigger(time.Millisecond, time.Millisecond))
+	httpRoute := func(name, gateway, backend string) *gwv1.HTTPRoute {
+		return &gwv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: name}, Spec: gwv1.HTTPRouteSpec{
+			CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{{Name: gwv1.ObjectName(gateway), Namespace: ptr(gwv1.Namespace("kong"))}}},
+			Rules: []gwv1.HTTPRouteRule{{BackendRefs: []gwv1.HTTPBackendRef{{BackendRef: gwv1.BackendRef{
+				BackendObjectReference: gwv1.BackendObjectReference{Name: gwv1.ObjectName(backend)}}}}}}}}
+	}
+	route, other := httpRoute("r", "kong", "web"), httpRoute("o", "another", "batch")
+	c, err := New(kubefake.NewClientset(), gwfake.NewClientset(route, other), Scope{ControllerName: snapshot.DefaultControllerName, PodNamespace: "kong",
+		Gateways: []types.NamespacedName{{Namespace: "kong", Name: "kong"}}}, NewTrigger(time.Millisecond, time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,6 +113,7 @@ func TestOnlyServicesRoutesNameWakeASync(t *testing.T) {
 		{&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "web"}}, true},
 		{slice("kong", "kong-proxy"), true},
 		{route, true},
+		{other, false},
 	} {
 		if got := c.mayMatter(tc.obj); got != tc.want {
 			t.Errorf("mayMatter(%T %v) = %v, want %v", tc.obj, tc.obj, got, tc.want)

@@ -1,13 +1,20 @@
 package informers
 
 import (
+	"reflect"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/konglet/konglet/sync/snapshot"
 )
+
+func ptr[T any](v T) *T { return &v }
 
 func TestTrimKeepsWhatKongletReads(t *testing.T) {
 	route := &gwv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Name: "r",
@@ -19,16 +26,124 @@ func TestTrimKeepsWhatKongletReads(t *testing.T) {
 	if route.ManagedFields != nil || route.Annotations[lastApplied] != "" || route.Annotations["keep"] != "me" {
 		t.Fatalf("trimmed route: %+v", route.ObjectMeta)
 	}
+}
 
-	slice := &discoveryv1.EndpointSlice{Endpoints: []discoveryv1.Endpoint{
-		{Addresses: []string{"10.0.0.1"}, TargetRef: &corev1.ObjectReference{Kind: "Pod", Namespace: "n", Name: "p", UID: "u", ResourceVersion: "7"}},
-		{Addresses: []string{"10.0.0.2"}},
-	}}
-	if _, err := trim(slice); err != nil {
-		t.Fatal(err)
+// slimCache is a Cache whose transform can be called without informers.
+func slimCache() *Cache {
+	return &Cache{scope: Scope{ControllerName: snapshot.DefaultControllerName, PodNamespace: "kong"},
+		bound: map[types.NamespacedName]bool{{Namespace: "kong", Name: "kong"}: true}}
+}
+
+// TestTransformSlimsServicesAndEndpointSlices: the cached copies keep every
+// field the translation and the status writer read, and only those.
+func TestTransformSlimsServicesAndEndpointSlices(t *testing.T) {
+	c := slimCache()
+	meta := func(ns string) metav1.ObjectMeta {
+		return metav1.ObjectMeta{Namespace: ns, Name: "web", UID: "u", ResourceVersion: "7", Generation: 2,
+			Labels: map[string]string{"app": "web", discoveryv1.LabelServiceName: "web"}, Annotations: map[string]string{
+				snapshot.UpstreamModeAnnotation: snapshot.UpstreamModeService, "endpoints.kubernetes.io/last-change-trigger-time": "x"},
+			OwnerReferences: []metav1.OwnerReference{{Kind: "Service", Name: "web"}}, Finalizers: []string{"f"}}
 	}
-	want := corev1.ObjectReference{Kind: "Pod", Namespace: "n", Name: "p"}
-	if ref := slice.Endpoints[0].TargetRef; ref == nil || *ref != want || slice.Endpoints[1].TargetRef != nil {
-		t.Fatalf("trimmed endpoints: %+v", slice.Endpoints)
+	ports := []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080), AppProtocol: ptr("kubernetes.io/h2c")}}
+	service := func(ns string) *corev1.Service {
+		return &corev1.Service{ObjectMeta: meta(ns), Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: ports,
+			Selector: map[string]string{"app": "web"}, ClusterIP: "10.0.0.1", ClusterIPs: []string{"10.0.0.1", "fd00::1"},
+			ExternalIPs: []string{"192.0.2.1"}, SessionAffinity: corev1.ServiceAffinityClientIP, IPFamilies: []corev1.IPFamily{corev1.IPv4Protocol}},
+			Status: corev1.ServiceStatus{LoadBalancer: corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{{IP: "192.0.2.2"}}},
+				Conditions: []metav1.Condition{{Type: "x"}}}}
+	}
+	wantMeta := metav1.ObjectMeta{Namespace: "app", Name: "web", ResourceVersion: "7", Generation: 2}
+	wantService := &corev1.Service{ObjectMeta: wantMeta, Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: ports,
+		ClusterIP: "10.0.0.1", ClusterIPs: []string{"10.0.0.1", "fd00::1"}, ExternalIPs: []string{"192.0.2.1"}},
+		Status: corev1.ServiceStatus{LoadBalancer: corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{{IP: "192.0.2.2"}}}}}
+	wantService.Annotations = map[string]string{snapshot.UpstreamModeAnnotation: snapshot.UpstreamModeService}
+	got, _ := c.transform(service("app"))
+	if !reflect.DeepEqual(got, wantService) {
+		t.Errorf("Service:\n got %+v\nwant %+v", got, wantService)
+	}
+	// In konglet's own namespace the selector tells the publish Service.
+	got, _ = c.transform(service("kong"))
+	if sel := got.(*corev1.Service).Spec.Selector; !reflect.DeepEqual(sel, map[string]string{"app": "web"}) {
+		t.Errorf("Service in the Pod's namespace: selector %v", sel)
+	}
+
+	slice := func(ns string) *discoveryv1.EndpointSlice {
+		return &discoveryv1.EndpointSlice{ObjectMeta: meta(ns), AddressType: discoveryv1.AddressTypeIPv4,
+			Ports: []discoveryv1.EndpointPort{{Name: ptr("http"), Port: ptr(int32(8080))}},
+			Endpoints: []discoveryv1.Endpoint{
+				{Addresses: []string{"10.1.0.1"}, Conditions: discoveryv1.EndpointConditions{Ready: ptr(true), Serving: ptr(false)},
+					TargetRef: &corev1.ObjectReference{Kind: "Pod", Namespace: ns, Name: "p", UID: "u", ResourceVersion: "7"},
+					NodeName:  ptr("node"), Zone: ptr("a"), Hostname: ptr("h")},
+				{Addresses: []string{"10.1.0.2"}, Conditions: discoveryv1.EndpointConditions{Ready: ptr(false), Terminating: ptr(true)}},
+			}}
+	}
+	wantSlice := &discoveryv1.EndpointSlice{ObjectMeta: wantMeta, AddressType: discoveryv1.AddressTypeIPv4,
+		Ports: []discoveryv1.EndpointPort{{Name: ptr("http"), Port: ptr(int32(8080))}},
+		Endpoints: []discoveryv1.Endpoint{
+			{Addresses: []string{"10.1.0.1"}, Conditions: discoveryv1.EndpointConditions{Ready: ptr(true), Serving: ptr(false)}},
+			{Addresses: []string{"10.1.0.2"}, Conditions: discoveryv1.EndpointConditions{Ready: ptr(false), Terminating: ptr(true)}},
+		}}
+	wantSlice.Labels = map[string]string{discoveryv1.LabelServiceName: "web"}
+	got, _ = c.transform(slice("app"))
+	if !reflect.DeepEqual(got, wantSlice) {
+		t.Errorf("EndpointSlice:\n got %+v\nwant %+v", got, wantSlice)
+	}
+	// Behind the publish Service, the Pods tell konglet's replicas.
+	got, _ = c.transform(slice("kong"))
+	want := corev1.ObjectReference{Kind: "Pod", Namespace: "kong", Name: "p"}
+	if ref := got.(*discoveryv1.EndpointSlice).Endpoints[0].TargetRef; ref == nil || *ref != want {
+		t.Errorf("EndpointSlice in the Pod's namespace: targetRef %v", ref)
+	}
+}
+
+// TestTransformKeepsStubsOfRoutesOfOtherGateways: a route that names no
+// bound Gateway keeps its parentRefs (what decides that) and, only when
+// konglet wrote part of it, its status; one that names a bound Gateway or
+// a ListenerSet is kept whole.
+func TestTransformKeepsStubsOfRoutesOfOtherGateways(t *testing.T) {
+	c := slimCache()
+	ref := func(kind, ns, name string) gwv1.ParentReference {
+		r := gwv1.ParentReference{Name: gwv1.ObjectName(name), Kind: ptr(gwv1.Kind(kind))}
+		if ns != "" {
+			r.Namespace = ptr(gwv1.Namespace(ns))
+		}
+		return r
+	}
+	status := func(controller string) gwv1.HTTPRouteStatus {
+		return gwv1.HTTPRouteStatus{RouteStatus: gwv1.RouteStatus{Parents: []gwv1.RouteParentStatus{{
+			ParentRef: ref("Gateway", "kong", "kong"), ControllerName: gwv1.GatewayController(controller)}}}}
+	}
+	route := func(ns string, st gwv1.HTTPRouteStatus, refs ...gwv1.ParentReference) *gwv1.HTTPRoute {
+		return &gwv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "r"}, Spec: gwv1.HTTPRouteSpec{
+			CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: refs}, Hostnames: []gwv1.Hostname{"a.example"},
+			Rules: []gwv1.HTTPRouteRule{{BackendRefs: []gwv1.HTTPBackendRef{{}}}}}, Status: st}
+	}
+	for _, tc := range []struct {
+		name             string
+		in               *gwv1.HTTPRoute
+		whole, keepsOurs bool
+	}{
+		{"bound Gateway", route("app", status("other"), ref("Gateway", "kong", "kong")), true, false},
+		{"bound Gateway, same namespace", route("kong", status("other"), ref("Gateway", "", "kong")), true, false},
+		{"ListenerSet", route("app", status("other"), ref("ListenerSet", "", "set")), true, false},
+		{"other Gateway", route("app", status("other"), ref("Gateway", "kong", "other")), false, false},
+		{"same name, other namespace", route("app", status("other"), ref("Gateway", "", "kong")), false, false},
+		{"Service (mesh)", route("app", status("other"), gwv1.ParentReference{Group: ptr(gwv1.Group("")), Kind: ptr(gwv1.Kind("Service")), Name: "kong",
+			Namespace: ptr(gwv1.Namespace("kong"))}), false, false},
+		{"other Gateway, our old status", route("app", status(snapshot.DefaultControllerName), ref("Gateway", "kong", "other")), false, true},
+	} {
+		got, _ := c.transform(tc.in.DeepCopy())
+		r := got.(*gwv1.HTTPRoute)
+		switch {
+		case tc.whole && !reflect.DeepEqual(r, tc.in):
+			t.Errorf("%s: not kept whole: %+v", tc.name, r)
+		case !tc.whole && (r.Spec.Rules != nil || r.Spec.Hostnames != nil || !reflect.DeepEqual(r.Spec.ParentRefs, tc.in.Spec.ParentRefs)):
+			t.Errorf("%s: stub spec %+v", tc.name, r.Spec)
+		case !tc.whole && tc.keepsOurs != (len(r.Status.Parents) == 1):
+			t.Errorf("%s: stub status %+v", tc.name, r.Status)
+		}
+		if matters := c.mayMatter(r); matters != (tc.whole || tc.keepsOurs) {
+			t.Errorf("%s: mayMatter = %v", tc.name, matters)
+		}
 	}
 }

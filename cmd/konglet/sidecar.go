@@ -206,6 +206,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 	}()
 
 	log.Info("konglet starting", "version", version, "scope", scope.String(), "kong", cfg.kongAdminURL)
+	go releaseWhenIdle(ctx)
 	cache.Start(ctx)
 	loopErr := make(chan error, 1)
 	go func() { loopErr <- loop.Run(ctx) }()
@@ -228,7 +229,9 @@ const externalNameRefresh = 30 * time.Second
 
 func handler(reg *prometheus.Registry, ready func() bool) http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	// Uncompressed: the page is a few tens of kilobytes, and a gzip writer
+	// kept for the next scrape would hold over a megabyte in every Pod.
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg, DisableCompression: true}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
 		if !ready() {

@@ -1,0 +1,169 @@
+package informers
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/konglet/konglet/sync/snapshot"
+)
+
+// transform is the informers' transform: trim, then, for the kinds that
+// make up most of a cluster, a copy with only the fields konglet reads
+// (the rest of the decoded object becomes garbage at once). Services and
+// EndpointSlices are cached cluster-wide (a ClusterIP check reads every
+// Service), and routes that name no bound Gateway are kept as stubs: all
+// of them arrive through here, so what is kept is decided for each version
+// of an object from that version alone, and a route that starts to name a
+// Gateway arrives whole.
+func (c *Cache) transform(obj any) (any, error) {
+	obj, err := trim(obj)
+	if err != nil {
+		return obj, err
+	}
+	switch o := obj.(type) {
+	case *corev1.Service:
+		return c.slimService(o), nil
+	case *discoveryv1.EndpointSlice:
+		return c.slimEndpointSlice(o), nil
+	case *gwv1.HTTPRoute:
+		if !c.namesBound(o.Namespace, o.Spec.CommonRouteSpec) {
+			return &gwv1.HTTPRoute{ObjectMeta: o.ObjectMeta, Spec: gwv1.HTTPRouteSpec{CommonRouteSpec: o.Spec.CommonRouteSpec},
+				Status: gwv1.HTTPRouteStatus{RouteStatus: c.ownStatus(o.Status.RouteStatus)}}, nil
+		}
+	case *gwv1.GRPCRoute:
+		if !c.namesBound(o.Namespace, o.Spec.CommonRouteSpec) {
+			return &gwv1.GRPCRoute{ObjectMeta: o.ObjectMeta, Spec: gwv1.GRPCRouteSpec{CommonRouteSpec: o.Spec.CommonRouteSpec},
+				Status: gwv1.GRPCRouteStatus{RouteStatus: c.ownStatus(o.Status.RouteStatus)}}, nil
+		}
+	case *gwv1.TLSRoute:
+		if !c.namesBound(o.Namespace, o.Spec.CommonRouteSpec) {
+			return &gwv1.TLSRoute{ObjectMeta: o.ObjectMeta, Spec: gwv1.TLSRouteSpec{CommonRouteSpec: o.Spec.CommonRouteSpec},
+				Status: gwv1.TLSRouteStatus{RouteStatus: c.ownStatus(o.Status.RouteStatus)}}, nil
+		}
+	case *gwv1.TCPRoute:
+		if !c.namesBound(o.Namespace, o.Spec.CommonRouteSpec) {
+			return &gwv1.TCPRoute{ObjectMeta: o.ObjectMeta, Spec: gwv1.TCPRouteSpec{CommonRouteSpec: o.Spec.CommonRouteSpec},
+				Status: gwv1.TCPRouteStatus{RouteStatus: c.ownStatus(o.Status.RouteStatus)}}, nil
+		}
+	case *gwv1.UDPRoute:
+		if !c.namesBound(o.Namespace, o.Spec.CommonRouteSpec) {
+			return &gwv1.UDPRoute{ObjectMeta: o.ObjectMeta, Spec: gwv1.UDPRouteSpec{CommonRouteSpec: o.Spec.CommonRouteSpec},
+				Status: gwv1.UDPRouteStatus{RouteStatus: c.ownStatus(o.Status.RouteStatus)}}, nil
+		}
+	}
+	return obj, nil
+}
+
+// namesBound tells whether parentRefs of a route in namespace ns can name a
+// bound Gateway: directly, or through a ListenerSet (which one's parent is
+// not known from the route alone, so every ListenerSet counts).
+func (c *Cache) namesBound(ns string, spec gwv1.CommonRouteSpec) bool {
+	if spec.UseDefaultGateways != "" {
+		return true // not implemented by konglet: kept whole all the same
+	}
+	for _, ref := range spec.ParentRefs {
+		if ref.Group != nil && *ref.Group != gwv1.GroupName {
+			continue
+		}
+		kind := gwv1.Kind("Gateway")
+		if ref.Kind != nil {
+			kind = *ref.Kind
+		}
+		switch kind {
+		case "ListenerSet":
+			return true
+		case "Gateway":
+			key := types.NamespacedName{Namespace: ns, Name: string(ref.Name)}
+			if ref.Namespace != nil {
+				key.Namespace = string(*ref.Namespace)
+			}
+			if c.bound[key] {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// routeMatters tells whether a version of a route can change what konglet
+// writes (see mayMatter).
+func (c *Cache) routeMatters(ns string, spec gwv1.CommonRouteSpec, st gwv1.RouteStatus) bool {
+	return c.namesBound(ns, spec) || len(c.ownStatus(st).Parents) > 0
+}
+
+// ownStatus keeps a stub route's status only when konglet wrote a part of
+// it, which the status writer removes once the route no longer names the
+// Gateway: the parents other controllers report are never read.
+func (c *Cache) ownStatus(st gwv1.RouteStatus) gwv1.RouteStatus {
+	for _, p := range st.Parents {
+		if string(p.ControllerName) == c.scope.ControllerName {
+			return st
+		}
+	}
+	return gwv1.RouteStatus{}
+}
+
+// slimService keeps what the translation reads: ports, type, addresses
+// (backends, ClusterIP ownership, the publish Service's addresses), the
+// upstream mode annotation, and the selector where the publish Service is
+// looked for.
+func (c *Cache) slimService(s *corev1.Service) *corev1.Service {
+	out := &corev1.Service{
+		ObjectMeta: slimMeta(s.ObjectMeta),
+		Spec: corev1.ServiceSpec{Type: s.Spec.Type, Ports: s.Spec.Ports, ClusterIP: s.Spec.ClusterIP, ClusterIPs: s.Spec.ClusterIPs,
+			ExternalName: s.Spec.ExternalName, ExternalIPs: s.Spec.ExternalIPs},
+		Status: corev1.ServiceStatus{LoadBalancer: s.Status.LoadBalancer},
+	}
+	if mode, ok := s.Annotations[snapshot.UpstreamModeAnnotation]; ok {
+		out.Annotations = map[string]string{snapshot.UpstreamModeAnnotation: mode}
+	}
+	if s.Namespace == c.scope.PodNamespace {
+		out.Spec.Selector = s.Spec.Selector
+	}
+	return out
+}
+
+// slimEndpointSlice keeps addresses, ports and readiness, and the Pods
+// behind the endpoints only where the replicas of konglet's own Pod are
+// counted (the publish Service's slices).
+func (c *Cache) slimEndpointSlice(es *discoveryv1.EndpointSlice) *discoveryv1.EndpointSlice {
+	out := &discoveryv1.EndpointSlice{ObjectMeta: slimMeta(es.ObjectMeta), AddressType: es.AddressType, Ports: es.Ports,
+		Endpoints: make([]discoveryv1.Endpoint, len(es.Endpoints))}
+	if svc, ok := es.Labels[discoveryv1.LabelServiceName]; ok {
+		out.Labels = map[string]string{discoveryv1.LabelServiceName: svc}
+	}
+	refs := es.Namespace == c.scope.PodNamespace || es.Namespace == c.scope.PublishService.Namespace
+	for i, ep := range es.Endpoints {
+		slim := discoveryv1.Endpoint{Addresses: ep.Addresses, Conditions: discoveryv1.EndpointConditions{
+			Ready: shared(ep.Conditions.Ready), Serving: shared(ep.Conditions.Serving), Terminating: shared(ep.Conditions.Terminating)}}
+		if refs && ep.TargetRef != nil {
+			slim.TargetRef = &corev1.ObjectReference{Kind: ep.TargetRef.Kind, Namespace: ep.TargetRef.Namespace, Name: ep.TargetRef.Name}
+		}
+		out.Endpoints[i] = slim
+	}
+	return out
+}
+
+// slimMeta is the metadata the cache and konglet read of a Service or an
+// EndpointSlice (labels and annotations are picked by the caller).
+func slimMeta(m metav1.ObjectMeta) metav1.ObjectMeta {
+	return metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace, ResourceVersion: m.ResourceVersion, Generation: m.Generation,
+		CreationTimestamp: m.CreationTimestamp, DeletionTimestamp: m.DeletionTimestamp}
+}
+
+// shared replaces a decoded *bool (one allocation each) by one of two
+// package-wide values: cached objects are never modified.
+func shared(b *bool) *bool {
+	switch {
+	case b == nil:
+		return nil
+	case *b:
+		return &sharedTrue
+	}
+	return &sharedFalse
+}
+
+var sharedTrue, sharedFalse = true, false
