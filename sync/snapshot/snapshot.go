@@ -110,6 +110,11 @@ type Snapshot struct {
 	// SecretProblems say why a referenced Secret could not be used although
 	// it may exist (DESIGN decision 8).
 	SecretProblems map[types.NamespacedName]SecretProblem
+	// BackendTLSPolicies are every BackendTLSPolicy (sorted by namespace
+	// and name); ConfigMaps only those their caCertificateRefs name in
+	// their own namespace (BackendTLSConfigMaps), as read.
+	BackendTLSPolicies []*gwv1.BackendTLSPolicy
+	ConfigMaps         map[types.NamespacedName]*corev1.ConfigMap
 	// PublishService is the Service in front of this Kong (nil if unknown:
 	// listener ports are then checked against Kong's port_maps only).
 	PublishService *corev1.Service
