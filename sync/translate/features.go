@@ -51,10 +51,9 @@ func supportedFeatures(kong snapshot.Kong) []gwv1.SupportedFeature {
 	if kong.RouterFlavor == snapshot.RouterExpressions {
 		names = append(names, features.SupportHTTPRouteQueryParamMatching)
 	}
-	if kong.PluginEnabled("request-transformer") {
-		// backendtls.go: the policy's hostname reaches Kong as the Host.
-		names = append(names, features.SupportBackendTLSPolicy, features.SupportGatewayBackendClientCertificate)
-	}
+	// BackendTLSPolicy and GatewayBackendClientCertificate are built
+	// (backendtls.go) but not claimed: Kong sends one name as Host and SNI,
+	// and BackendTLSPolicyConflictResolution wants two (docs/features.md).
 	slices.Sort(names)
 	out := make([]gwv1.SupportedFeature, len(names))
 	for i, n := range names {
