@@ -70,7 +70,7 @@ func TestMarshalMatchesEncodingJSON(t *testing.T) {
 				Targets: []*Target{{ID: "i", Target: "10.0.0.1:80", Weight: 0}, {ID: odd, Target: "[::1]:1", Weight: 65535}}}},
 			Certificates: []*Certificate{{ID: "c", Cert: "-----BEGIN\nX\n", Key: odd, CertAlt: "alt", KeyAlt: odd},
 				{ID: "d", Cert: "c", Key: "k", Tags: []string{"t"}, SNIs: []*SNI{{ID: "n", Name: "a.example"}, {ID: "o", Name: "b", Tags: []string{"u"}}}}},
-			Plugins: []*Plugin{{ID: "g", Name: "pre-function", Config: map[string]any{"rewrite": []string{odd}}}},
+			Plugins:        []*Plugin{{ID: "g", Name: "pre-function", Config: map[string]any{"rewrite": []string{odd}}}},
 			CACertificates: []*CACertificate{{ID: "ca", Cert: odd}, {ID: odd, Cert: "c", Tags: []string{"t", odd}}},
 		},
 	}
