@@ -143,12 +143,19 @@ type Resolution struct {
 	Err   string
 }
 
-// Object finds an object of the snapshot by kind (Service or a route kind),
+// Object finds an object of the snapshot by kind (Service, ConfigMap or a route kind),
 // namespace and name; nil when it is not there.
 func (s *Snapshot) Object(kind, namespace, name string) metav1.Object {
 	if kind == "Service" {
 		if svc := s.Services[types.NamespacedName{Namespace: namespace, Name: name}]; svc != nil {
 			return svc
+		}
+		return nil
+	}
+	if kind == "ConfigMap" {
+		// A BackendTLSPolicy's CA certificates, which Kong may refuse.
+		if cm := s.ConfigMaps[types.NamespacedName{Namespace: namespace, Name: name}]; cm != nil {
+			return cm
 		}
 		return nil
 	}

@@ -253,3 +253,26 @@ func TestBackendTLSConfigMaps(t *testing.T) {
 		t.Errorf("got %v, want %v", got, want)
 	}
 }
+
+// TestBackendTLSRefusedCA: a ConfigMap whose CA certificate Kong refused
+// (an expired one: Kong reads the clock, the translation does not) is
+// left out, and the policy tells Kong's message; its backends fail.
+func TestBackendTLSRefusedCA(t *testing.T) {
+	caPEM, _, _ := pkiFor(t, "app.example.com")
+	_, clientCert, clientKey := pkiFor(t, "client")
+	var objs snapshot.Objects
+	if err := objs.Decode(strings.NewReader(backendTLSObjects(caPEM, clientCert, clientKey, "app.example.com")), "test"); err != nil {
+		t.Fatal(err)
+	}
+	snap := objs.Build(snapshot.DefaultControllerName, nil, types.NamespacedName{Namespace: "kong", Name: "kong-proxy"}, snapshot.DefaultKong(snapshot.RouterExpressions))
+	refused := translate.Refusals{{Kind: "ConfigMap", Namespace: "kong", Name: "ca"}: `certificate expired, "Not After" time is in the past`}
+	res := translate.Translate(snap, refused)
+	if len(res.Config.CACertificates) != 0 {
+		t.Errorf("the refused CA is still in the config: %d ca_certificates", len(res.Config.CACertificates))
+	}
+	ancestors := res.Status.BackendTLSPolicies[types.NamespacedName{Namespace: "kong", Name: "https"}]
+	if len(ancestors) != 1 || !hasCondition(ancestors[0].Conditions, "ResolvedRefs", metav1.ConditionFalse, "InvalidCACertificateRef") ||
+		!strings.Contains(ancestors[0].Conditions[1].Message, "certificate expired") {
+		t.Errorf("policy status %+v, want ResolvedRefs=False InvalidCACertificateRef with Kong's message", ancestors)
+	}
+}
