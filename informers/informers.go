@@ -70,6 +70,7 @@ type Cache struct {
 	slices      discoverylisters.EndpointSliceLister
 	namespaces  corelisters.NamespaceLister
 	secrets     *secretWatchers
+	backendTLS  *backendTLS
 	pods        corelisters.PodLister
 	hasPodScope bool
 	// backends are the Services the last snapshot's routes name (nil before
@@ -135,6 +136,9 @@ func New(kube kubernetes.Interface, gw gwclient.Interface, scope Scope, trigger 
 	if err := c.watch(v1.GatewayClasses().Informer(), v1.HTTPRoutes().Informer(), v1.GRPCRoutes().Informer(),
 		v1.TLSRoutes().Informer(), v1.TCPRoutes().Informer(), v1.UDPRoutes().Informer(), v1.ListenerSets().Informer(),
 		v1.ReferenceGrants().Informer()); err != nil {
+		return nil, err
+	}
+	if err := c.watchBackendTLS(kube, all); err != nil {
 		return nil, err
 	}
 	c.factories = append(c.factories, all)
@@ -237,7 +241,7 @@ func (c *Cache) onUpdate(oldObj, newObj any) {
 func isGatewayAPI(obj any) bool {
 	switch obj.(type) {
 	case *gwv1.Gateway, *gwv1.GatewayClass, *gwv1.HTTPRoute, *gwv1.GRPCRoute, *gwv1.TLSRoute, *gwv1.TCPRoute, *gwv1.UDPRoute,
-		*gwv1.ListenerSet, *gwv1.ReferenceGrant:
+		*gwv1.ListenerSet, *gwv1.ReferenceGrant, *gwv1.BackendTLSPolicy:
 		return true
 	}
 	return false
@@ -336,6 +340,9 @@ func (c *Cache) Snapshot(kong snapshot.Kong) (*snapshot.Snapshot, error) {
 	if c.externalNames != nil {
 		s.AllowExternalName = true
 		s.ExternalNames = c.externalNames.Lookup(translate.ExternalNames(s))
+	}
+	if err := c.backendTLS.fill(c.secrets.ctx, s); err != nil {
+		return nil, err
 	}
 	// The Secrets come last: which ones listeners may use depends on all
 	// the above. A new one is waited for, briefly (secretWait).

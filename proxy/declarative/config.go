@@ -21,6 +21,8 @@ type Config struct {
 	Services      []*Service     `json:"services,omitempty"`
 	Upstreams     []*Upstream    `json:"upstreams,omitempty"`
 	Certificates  []*Certificate `json:"certificates,omitempty"`
+	// CACertificates are what services verify their upstreams against.
+	CACertificates []*CACertificate `json:"ca_certificates,omitempty"`
 	// Plugins are global: they run for every request.
 	Plugins []*Plugin `json:"plugins,omitempty"`
 }
@@ -30,17 +32,22 @@ type Config struct {
 // the same id on every push and replica, and ids would add about a fifth to
 // the document (Kong's admin API refuses bodies above 10 MiB by default).
 type Service struct {
-	Name           string   `json:"name"`
-	Protocol       string   `json:"protocol,omitempty"` // Kong default: http
-	Host           string   `json:"host"`
-	Port           int      `json:"port,omitempty"` // Kong default: 80
-	Path           string   `json:"path,omitempty"`
-	ConnectTimeout int      `json:"connect_timeout,omitempty"`
-	ReadTimeout    int      `json:"read_timeout,omitempty"`
-	WriteTimeout   int      `json:"write_timeout,omitempty"`
-	Retries        *int     `json:"retries,omitempty"`
-	Tags           []string `json:"tags,omitempty"`
-	Routes         []*Route `json:"routes,omitempty"`
+	Name           string `json:"name"`
+	Protocol       string `json:"protocol,omitempty"` // Kong default: http
+	Host           string `json:"host"`
+	Port           int    `json:"port,omitempty"` // Kong default: 80
+	Path           string `json:"path,omitempty"`
+	ConnectTimeout int    `json:"connect_timeout,omitempty"`
+	ReadTimeout    int    `json:"read_timeout,omitempty"`
+	WriteTimeout   int    `json:"write_timeout,omitempty"`
+	Retries        *int   `json:"retries,omitempty"`
+	// TLS to the upstream (protocol https only): verify its certificate
+	// against CACertificates, present ClientCertificate.
+	TLSVerify         *bool     `json:"tls_verify,omitempty"`
+	CACertificates    []string  `json:"ca_certificates,omitempty"`
+	ClientCertificate *EntityID `json:"client_certificate,omitempty"`
+	Tags              []string  `json:"tags,omitempty"`
+	Routes            []*Route  `json:"routes,omitempty"`
 }
 
 // Route is a Kong route. Either Expression (expressions router) or the
@@ -88,6 +95,18 @@ type Target struct {
 	ID     string `json:"id"`
 	Target string `json:"target"`
 	Weight int    `json:"weight"`
+}
+
+// EntityID refers to another entity by id.
+type EntityID struct {
+	ID string `json:"id"`
+}
+
+// CACertificate is one CA certificate (Kong takes one per entity).
+type CACertificate struct {
+	ID   string   `json:"id"`
+	Cert string   `json:"cert"`
+	Tags []string `json:"tags,omitempty"`
 }
 
 // Certificate is a TLS certificate with the server names it serves.

@@ -54,6 +54,8 @@ func TestMarshalMatchesEncodingJSON(t *testing.T) {
 		{FormatVersion: FormatVersion,
 			Services: []*Service{
 				{Name: "s", Host: "h"},
+				{Name: "tls", Protocol: "https", Host: "h", TLSVerify: &yes, CACertificates: []string{"a", odd}, ClientCertificate: &EntityID{ID: odd}},
+				{Name: "tls-off", Protocol: "https", Host: "h", TLSVerify: &no, CACertificates: []string{}},
 				{Name: odd, Protocol: "grpc", Host: odd, Port: 8080, Path: "/p", ConnectTimeout: 1, ReadTimeout: 2,
 					WriteTimeout: 3, Retries: &retries, Tags: []string{"a", odd}, Routes: []*Route{
 						{Name: "r"},
@@ -71,7 +73,8 @@ func TestMarshalMatchesEncodingJSON(t *testing.T) {
 				Targets: []*Target{{ID: "i", Target: "10.0.0.1:80", Weight: 0}, {ID: odd, Target: "[::1]:1", Weight: 65535}}}},
 			Certificates: []*Certificate{{ID: "c", Cert: "-----BEGIN\nX\n", Key: odd, CertAlt: "alt", KeyAlt: odd},
 				{ID: "d", Cert: "c", Key: "k", Tags: []string{"t"}, SNIs: []*SNI{{ID: "n", Name: "a.example"}, {ID: "o", Name: "b", Tags: []string{"u"}}}}},
-			Plugins: []*Plugin{{ID: "g", Name: "pre-function", Config: map[string]any{"rewrite": []string{odd}}}},
+			Plugins:        []*Plugin{{ID: "g", Name: "pre-function", Config: map[string]any{"rewrite": []string{odd}}}},
+			CACertificates: []*CACertificate{{ID: "ca", Cert: odd}, {ID: odd, Cert: "c", Tags: []string{"t", odd}}},
 		},
 	}
 	for i, c := range configs {

@@ -35,6 +35,13 @@ func MarshalSizes(c *Config) (doc []byte, serviceSizes []int, err error) {
 	parallelList(&e, "services", c.Services, (*encoder).service, serviceSizes)
 	parallelList(&e, "upstreams", c.Upstreams, (*encoder).upstream, nil)
 	list(&e, "certificates", c.Certificates, e.certificate)
+	list(&e, "ca_certificates", c.CACertificates, func(ca *CACertificate) {
+		e.raw(`{"id":`)
+		e.str(ca.ID)
+		e.strField("cert", ca.Cert, false)
+		e.strings("tags", ca.Tags, true)
+		e.raw("}")
+	})
 	list(&e, "plugins", c.Plugins, e.plugin)
 	e.raw("}")
 	return e.buf, serviceSizes, e.err
@@ -191,6 +198,14 @@ func (e *encoder) service(s *Service) {
 	e.intField("write_timeout", int64(s.WriteTimeout), true)
 	if s.Retries != nil {
 		e.intField("retries", int64(*s.Retries), false)
+	}
+	e.boolField("tls_verify", s.TLSVerify)
+	e.strings("ca_certificates", s.CACertificates, true)
+	if s.ClientCertificate != nil {
+		e.field("client_certificate", false)
+		e.raw(`{"id":`)
+		e.str(s.ClientCertificate.ID)
+		e.raw("}")
 	}
 	e.strings("tags", s.Tags, true)
 	list(e, "routes", s.Routes, e.route)

@@ -62,7 +62,7 @@ func (r refusals) forTranslation() translate.Refusals {
 	out := make(translate.Refusals, len(r))
 	for ref, v := range r {
 		switch {
-		case v.size > 0, ref.Kind == "Service":
+		case v.size > 0, ref.Kind == "Service", ref.Kind == "ConfigMap":
 			out[ref] = v.message
 		default:
 			out[ref] = "Kong refused this route: " + v.message
@@ -89,7 +89,7 @@ func version(snap *snapshot.Snapshot, ref translate.ObjectRef) string {
 	switch {
 	case obj == nil:
 		return ""
-	case ref.Kind != "Service":
+	case ref.Kind != "Service" && ref.Kind != "ConfigMap":
 		return "generation " + strconv.FormatInt(obj.GetGeneration(), 10)
 	}
 	return obj.GetResourceVersion()

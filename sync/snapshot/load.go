@@ -33,6 +33,9 @@ type Objects struct {
 	EndpointSlices  []*discoveryv1.EndpointSlice
 	Namespaces      []*corev1.Namespace
 	Secrets         []*corev1.Secret
+	// BackendTLSPolicies and the ConfigMaps their caCertificateRefs name.
+	BackendTLSPolicies []*gwv1.BackendTLSPolicy
+	ConfigMaps         []*corev1.ConfigMap
 }
 
 // Decode reads a stream of YAML or JSON documents. Kinds konglet does not use
@@ -109,6 +112,10 @@ func (o *Objects) decodeOne(doc []byte) error {
 		return into(doc, &o.Namespaces, false)
 	case "Secret":
 		return into(doc, &o.Secrets, true)
+	case "BackendTLSPolicy":
+		return into(doc, &o.BackendTLSPolicies, true)
+	case "ConfigMap":
+		return into(doc, &o.ConfigMaps, true)
 	}
 	return nil
 }
@@ -154,6 +161,9 @@ func (o *Objects) Build(controller string, gateways []types.NamespacedName, publ
 		Secrets:         map[types.NamespacedName]*corev1.Secret{},
 		SecretProblems:  map[types.NamespacedName]SecretProblem{},
 		Kong:            kong,
+
+		BackendTLSPolicies: o.BackendTLSPolicies,
+		ConfigMaps:         map[types.NamespacedName]*corev1.ConfigMap{},
 	}
 	for _, c := range o.GatewayClasses {
 		s.GatewayClasses[c.Name] = c
@@ -185,6 +195,10 @@ func (o *Objects) Build(controller string, gateways []types.NamespacedName, publ
 	for _, sec := range o.Secrets {
 		s.Secrets[types.NamespacedName{Namespace: sec.Namespace, Name: sec.Name}] = sec
 	}
+	for _, cm := range o.ConfigMaps {
+		s.ConfigMaps[types.NamespacedName{Namespace: cm.Namespace, Name: cm.Name}] = cm
+	}
+	slices.SortFunc(s.BackendTLSPolicies, byName)
 	slices.SortFunc(s.ListenerSets, byName)
 	slices.SortFunc(s.ReferenceGrants, byName)
 	for _, list := range s.EndpointSlices {

@@ -113,6 +113,11 @@ type Snapshot struct {
 	// SecretProblems say why a referenced Secret could not be used although
 	// it may exist (DESIGN decision 8).
 	SecretProblems map[types.NamespacedName]SecretProblem
+	// BackendTLSPolicies are every BackendTLSPolicy (sorted by namespace
+	// and name); ConfigMaps only those their caCertificateRefs name in
+	// their own namespace (BackendTLSConfigMaps), as read.
+	BackendTLSPolicies []*gwv1.BackendTLSPolicy
+	ConfigMaps         map[types.NamespacedName]*corev1.ConfigMap
 	// PublishService is the Service in front of this Kong (nil if unknown:
 	// listener ports are then checked against Kong's port_maps only).
 	PublishService *corev1.Service
@@ -141,12 +146,19 @@ type Resolution struct {
 	Err   string
 }
 
-// Object finds an object of the snapshot by kind (Service or a route kind),
+// Object finds an object of the snapshot by kind (Service, ConfigMap or a route kind),
 // namespace and name; nil when it is not there.
 func (s *Snapshot) Object(kind, namespace, name string) metav1.Object {
 	if kind == "Service" {
 		if svc := s.Services[types.NamespacedName{Namespace: namespace, Name: name}]; svc != nil {
 			return svc
+		}
+		return nil
+	}
+	if kind == "ConfigMap" {
+		// A BackendTLSPolicy's CA certificates, which Kong may refuse.
+		if cm := s.ConfigMaps[types.NamespacedName{Namespace: namespace, Name: name}]; cm != nil {
+			return cm
 		}
 		return nil
 	}

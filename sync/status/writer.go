@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/util/retry"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gwclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
+	gwv1client "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned/typed/apis/v1"
 
 	"github.com/konglet/konglet/sync/snapshot"
 	"github.com/konglet/konglet/sync/translate"
@@ -129,6 +130,17 @@ func (w *Writer) Write(ctx context.Context, snap *snapshot.Snapshot, desired tra
 	}
 	for _, r := range snap.UDPRoutes {
 		tasks = append(tasks, routeTask(owner, r, desired, now, v1.UDPRoutes(r.Namespace)))
+	}
+	for _, p := range snap.BackendTLSPolicies {
+		var want []gwv1.PolicyAncestorStatus
+		for _, a := range desired.BackendTLSPolicies[types.NamespacedName{Namespace: p.Namespace, Name: p.Name}] {
+			if owner.owns(p.Namespace, a.AncestorRef) {
+				want = append(want, a)
+			}
+		}
+		tasks = append(tasks, func(ctx context.Context) (bool, error) {
+			return writePolicy(ctx, owner, p, want, now, v1.BackendTLSPolicies(p.Namespace))
+		})
 	}
 	return run(ctx, tasks)
 }
@@ -513,4 +525,57 @@ func samePtr[T comparable](a, b *T) bool {
 		return a == b
 	}
 	return *a == *b
+}
+
+// writePolicy replaces this replica's entries in a BackendTLSPolicy's
+// status.ancestors with the desired ones, keeping everyone else's, the way
+// writeRoute does for route parents.
+func writePolicy(ctx context.Context, owner parentOwner, current *gwv1.BackendTLSPolicy, want []gwv1.PolicyAncestorStatus,
+	now metav1.Time, api gwv1client.BackendTLSPolicyInterface) (bool, error) {
+	ns, name := current.Namespace, current.Name
+	return update(ctx, owner.w.seen, current,
+		func(ctx context.Context) (*gwv1.BackendTLSPolicy, error) {
+			return api.Get(ctx, name, metav1.GetOptions{})
+		},
+		func(p *gwv1.BackendTLSPolicy) (*gwv1.BackendTLSPolicy, bool) {
+			ancestors := owner.mergeAncestors(ns, p.Status.Ancestors, want, now)
+			if sameAncestors(ancestors, p.Status.Ancestors) {
+				return p, false
+			}
+			next := p.DeepCopy()
+			next.Status.Ancestors = ancestors
+			return next, true
+		},
+		func(ctx context.Context, p *gwv1.BackendTLSPolicy) (*gwv1.BackendTLSPolicy, error) {
+			written, err := api.UpdateStatus(ctx, p, metav1.UpdateOptions{})
+			return written, wrapErr("BackendTLSPolicy", ns, name, err)
+		})
+}
+
+// mergeAncestors is mergeParents for policy ancestors.
+func (o parentOwner) mergeAncestors(namespace string, current, want []gwv1.PolicyAncestorStatus, now metav1.Time) []gwv1.PolicyAncestorStatus {
+	out := make([]gwv1.PolicyAncestorStatus, 0, len(current)+len(want))
+	for _, a := range current {
+		if string(a.ControllerName) != o.controller || !o.owns(namespace, a.AncestorRef) {
+			out = append(out, a)
+		}
+	}
+	for _, a := range want {
+		var old []metav1.Condition
+		for _, c := range current {
+			if string(c.ControllerName) == o.controller && sameParentRef(c.AncestorRef, a.AncestorRef) {
+				old = c.Conditions
+				break
+			}
+		}
+		a.Conditions = mergeConditions(old, a.Conditions, now)
+		out = append(out, a)
+	}
+	return out
+}
+
+func sameAncestors(a, b []gwv1.PolicyAncestorStatus) bool {
+	return slices.EqualFunc(a, b, func(x, y gwv1.PolicyAncestorStatus) bool {
+		return x.ControllerName == y.ControllerName && sameParentRef(x.AncestorRef, y.AncestorRef) && sameConditions(x.Conditions, y.Conditions)
+	})
 }

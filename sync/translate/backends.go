@@ -31,6 +31,8 @@ type backend struct {
 	// headers is the backendRef's RequestHeaderModifier, where a rule with
 	// several backends filters per backend (backendLua).
 	headers *gwv1.HTTPHeaderFilter
+	// tls is what a BackendTLSPolicy asks of connections to it (nil: none).
+	tls *backendTLS
 }
 
 // backendService names the Service a backendRef points at, if the route
@@ -90,6 +92,9 @@ func (t *translator) resolveBackend(key types.NamespacedName, ref gwv1.BackendRe
 		return backend{}, problem
 	}
 	b.addrs = addrs
+	if b.tls, problem = t.backendTLSOf(b, fromKind); problem != nil {
+		return backend{}, problem
+	}
 	return b, nil
 }
 

@@ -10,7 +10,7 @@ import (
 
 // emit builds the Kong service of every servable rule, with a Kong route
 // per match and placement, and the upstreams they balance over.
-func (t *translator) emit(r route, rules []ruleResult, places []placement) (services []*declarative.Service, kongRoutes []*kongRoute, upstreams []*declarative.Upstream) {
+func (t *translator) emit(r route, rules []ruleResult, places []placement, clientCert *declarative.Certificate) (services []*declarative.Service, kongRoutes []*kongRoute, upstreams []*declarative.Upstream) {
 	tags := objectTags(string(r.kind), *r.meta)
 	base := strings.ToLower(string(r.kind)) + "." + r.meta.Namespace + "." + r.meta.Name + "."
 	for _, rule := range rules {
@@ -21,6 +21,14 @@ func (t *translator) emit(r route, rules []ruleResult, places []placement) (serv
 		// matters for a host that is not an upstream.
 		ruleBase := base + strconv.Itoa(rule.index)
 		svc := &declarative.Service{Name: ruleBase, Tags: tags, Protocol: r.serviceProtocol(), Host: noBackendHost}
+		if len(rule.backends) > 0 && rule.backends[0].tls != nil {
+			// checkRuleTLS made every backend of the rule ask the same.
+			svc.Protocol, svc.Port = "https", 443
+			svc.TLSVerify, svc.CACertificates = &yes, rule.backends[0].tls.caIDs
+			if clientCert != nil {
+				svc.ClientCertificate = &declarative.EntityID{ID: clientCert.ID}
+			}
+		}
 		// Rules with the same backends share one upstream; backends that
 		// filter their requests each have their own (backendChunk).
 		groups := [][]backend{rule.backends}

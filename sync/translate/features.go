@@ -56,6 +56,9 @@ func supportedFeatures(kong snapshot.Kong) []gwv1.SupportedFeature {
 			names = append(names, features.SupportHTTPRouteDestinationPortMatching, features.SupportGatewayHTTPSListenerDetectMisdirectedRequests)
 		}
 	}
+	// BackendTLSPolicy and GatewayBackendClientCertificate are built
+	// (backendtls.go) but not claimed: Kong sends one name as Host and SNI,
+	// and BackendTLSPolicyConflictResolution wants two (docs/features.md).
 	slices.Sort(names)
 	out := make([]gwv1.SupportedFeature, len(names))
 	for i, n := range names {

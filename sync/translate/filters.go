@@ -26,6 +26,9 @@ type ruleFilters struct {
 	// perBackend: the rule has several backends and some filter their
 	// requests, which backendLua does (backend.headers).
 	perBackend bool
+	// upstreamHost is the Host, and so the TLS server name, Kong sends to
+	// backends under a BackendTLSPolicy ("" for the client's).
+	upstreamHost string
 }
 
 // collectFilters checks that Kong can apply every filter of the rule and
@@ -218,6 +221,10 @@ func (f ruleFilters) plugins(routeName, host string, ports []int, m gwv1.HTTPRou
 			access = append([]string{values + corsAccessLua}, access...)
 			headerFilter = append(headerFilter, values+corsHeaderFilterLua)
 		}
+	}
+	if f.upstreamHost != "" {
+		// Kong replaces Host even when absent and sends it as the SNI.
+		request = mergeTransformer(request, map[string]any{"replace": map[string]any{"headers": []string{"host:" + f.upstreamHost}}})
 	}
 	if request != nil {
 		add("request-transformer", request)

@@ -68,6 +68,9 @@ func (t *translator) finishGateways(gws []*gateway, attached []int) (map[types.N
 			programmed = condition(string(gwv1.GatewayConditionProgrammed), false, string(gwv1.GatewayReasonAddressNotAssigned), missing, gen)
 		}
 		st.Conditions = []metav1.Condition{accepted, programmed}
+		if g.clientCertSet {
+			st.Conditions = append(st.Conditions, g.clientCertCond)
+		}
 		gateways[g.key] = st
 	}
 	return gateways, sets

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"github.com/konglet/konglet/proxy/declarative"
 	"github.com/konglet/konglet/sync/snapshot"
 )
 
@@ -22,6 +23,12 @@ type gateway struct {
 	// notAllowed are the ListenerSets that point at the Gateway from a
 	// namespace it does not allow.
 	notAllowed []*gwv1.ListenerSet
+	// clientCert is what its routes' https services present to backends
+	// (spec.tls.backend), clientCertCond its ResolvedRefs condition, both
+	// only when clientCertSet.
+	clientCert     *declarative.Certificate
+	clientCertCond metav1.Condition
+	clientCertSet  bool
 }
 
 // all lists the Gateway's own listeners and those of its ListenerSets.
@@ -102,6 +109,7 @@ func (t *translator) buildGateways() []*gateway {
 		for _, l := range g.all() {
 			byPort[l.spec.Port] = append(byPort[l.spec.Port], l)
 		}
+		g.clientCert, g.clientCertCond, g.clientCertSet = t.backendClientCert(g)
 		gws = append(gws, g)
 	}
 	for _, ls := range byPort {

@@ -68,6 +68,9 @@ type sharedInputs struct {
 	allowExternalName bool
 	externalNames     map[string]snapshot.Resolution
 	kongPodIPs        []string
+	// What decides the TLS to backends.
+	backendTLS []*gwv1.BackendTLSPolicy
+	configMaps map[types.NamespacedName]*corev1.ConfigMap
 }
 
 // sharedInputsOf copies the lists and maps: the caller may reuse them.
@@ -82,6 +85,7 @@ func sharedInputsOf(s *snapshot.Snapshot, refused Refusals) sharedInputs {
 		in.pod = s.Pod.UID
 	}
 	in.allowExternalName, in.externalNames, in.kongPodIPs = s.AllowExternalName, maps.Clone(s.ExternalNames), kongPodIPs(s)
+	in.backendTLS, in.configMaps = slices.Clone(s.BackendTLSPolicies), maps.Clone(s.ConfigMaps)
 	return in
 }
 
@@ -93,7 +97,8 @@ func (a sharedInputs) equal(b sharedInputs) bool {
 		a.publishService == b.publishService && a.pod == b.pod && a.serviceUpstream == b.serviceUpstream &&
 		maps.Equal(a.refused, b.refused) && reflect.DeepEqual(a.kong, b.kong) &&
 		a.allowExternalName == b.allowExternalName && maps.EqualFunc(a.externalNames, b.externalNames, sameResolution) &&
-		slices.Equal(a.kongPodIPs, b.kongPodIPs)
+		slices.Equal(a.kongPodIPs, b.kongPodIPs) &&
+		slices.EqualFunc(a.backendTLS, b.backendTLS, sameSpec) && maps.Equal(a.configMaps, b.configMaps)
 }
 
 func sameResolution(a, b snapshot.Resolution) bool {

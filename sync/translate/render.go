@@ -25,7 +25,8 @@ type ObjectStatus struct {
 }
 
 // Objects lists the statuses in a stable order: GatewayClasses, Gateways,
-// ListenerSets, then routes by kind, each by namespace and name.
+// ListenerSets, routes by kind, then BackendTLSPolicies, each by namespace
+// and name.
 func (s Status) Objects() []ObjectStatus {
 	var out []ObjectStatus
 	add := func(kind string, key types.NamespacedName, status any) {
@@ -46,6 +47,9 @@ func (s Status) Objects() []ObjectStatus {
 		return cmp.Or(cmp.Compare(routeKindOrder(a.Kind), routeKindOrder(b.Kind)), cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
 	}) {
 		add(ref.Kind, types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}, map[string]any{"parents": s.Routes[ref]})
+	}
+	for _, key := range sortedKeys(s.BackendTLSPolicies, compareNames) {
+		add("BackendTLSPolicy", key, map[string]any{"ancestors": s.BackendTLSPolicies[key]})
 	}
 	return out
 }

@@ -211,6 +211,7 @@ func (t *translator) translateRoute(r route, gws []*gateway, ports listenerPorts
 	}
 	rules, read := t.rules(r)
 	out.backends = read
+	clientCert := clientCertOf(r, gws, rules)
 	checkRedirectHosts(rules, where)
 	refusal, refused := t.refused[r.key()]
 	servable := false
@@ -238,7 +239,7 @@ func (t *translator) translateRoute(r route, gws []*gateway, ports listenerPorts
 	}
 	out.parents = parents
 	if servable {
-		out.services, out.kongRoutes, out.upstreams = t.emit(r, rules, t.placements(where, ports))
+		out.services, out.kongRoutes, out.upstreams = t.emit(r, rules, t.placements(where, ports), clientCert)
 	}
 	return out
 }

@@ -92,6 +92,7 @@ func (t *translator) rules(r route) (out []ruleResult, read []backendInput) {
 				res.backends = append(res.backends, b)
 			}
 		}
+		checkRuleTLS(&res, ruleLabel(i, rule.name))
 		out = append(out, res)
 	}
 	return out, read

@@ -47,6 +47,9 @@ type Status struct {
 	// Routes holds, per route of any kind, only the parent entries this
 	// controller owns; entries of other controllers are kept by the writer.
 	Routes map[ObjectRef][]gwv1.RouteParentStatus
+	// BackendTLSPolicies holds, per policy, the ancestor entries this
+	// controller owns: one per bound Gateway whose routes use its targets.
+	BackendTLSPolicies map[types.NamespacedName][]gwv1.PolicyAncestorStatus
 }
 
 // MarkerUpstream is an idle upstream in every configuration konglet makes:
@@ -78,6 +81,8 @@ type translator struct {
 	kongPodsOnce sync.Once
 	// secretRefs, when not nil, collects the Secrets listeners may use.
 	secretRefs map[types.NamespacedName]bool
+	// backendTLS are the BackendTLSPolicies' verdicts (built on first use).
+	backendTLS *backendPolicies
 }
 
 func newTranslator(s *snapshot.Snapshot, refused Refusals) *translator {
@@ -90,7 +95,8 @@ func (t *translator) run(kept *keptRoutes) Result {
 	classes := t.gatewayClassStatuses()
 	gateways := t.buildGateways()
 	ports := listenerPortsOf(gateways)
-	routes := t.translateRoutes(rankedRoutes(t.snap), gateways, ports, kept)
+	ranked := rankedRoutes(t.snap)
+	routes := t.translateRoutes(ranked, gateways, ports, kept)
 	certs := certificates(gateways) // before statuses: it finds conflicts
 	gatewayStatuses, listenerSetStatuses := t.finishGateways(gateways, routes.attached)
 	cfg := t.assemble(routes, gateways, certs)
@@ -99,6 +105,8 @@ func (t *translator) run(kept *keptRoutes) Result {
 		Gateways:       gatewayStatuses,
 		ListenerSets:   listenerSetStatuses,
 		Routes:         routes.statuses,
+
+		BackendTLSPolicies: t.policyStatuses(ranked, gateways),
 	}}
 }
 
@@ -131,7 +139,8 @@ func (t *translator) assemble(routes mergedRoutes, gateways []*gateway, certs []
 		cfg.Upstreams = append(cfg.Upstreams, u)
 	}
 	slices.SortFunc(cfg.Upstreams, func(a, b *declarative.Upstream) int { return cmp.Compare(a.Name, b.Name) })
-	cfg.Certificates = certs
+	cfg.Certificates = append(certs, clientCertificates(gateways, services)...)
+	cfg.CACertificates = t.caCertificatesOf(services)
 	cfg.Plugins = t.globalPlugins(kongRoutes)
 	return cfg
 }

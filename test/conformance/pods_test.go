@@ -206,6 +206,21 @@ func (s *podSim) mountedFiles(ctx context.Context, pod *corev1.Pod) (map[string]
 	}
 	for _, m := range pod.Spec.Containers[0].VolumeMounts {
 		for _, v := range pod.Spec.Volumes {
+			if v.Name == m.Name && v.ConfigMap != nil {
+				// The tls-backend Pods read client CA certificates here.
+				cm, err := s.kube.CoreV1().ConfigMaps(pod.Namespace).Get(ctx, v.ConfigMap.Name, metav1.GetOptions{})
+				if err != nil {
+					return nil, fmt.Errorf("volume %s: %w", v.Name, err)
+				}
+				for key, data := range cm.Data {
+					if len(v.ConfigMap.Items) == 0 {
+						files[path.Join(m.MountPath, key)] = []byte(data)
+					}
+				}
+				for _, item := range v.ConfigMap.Items {
+					files[path.Join(m.MountPath, item.Path)] = []byte(cm.Data[item.Key])
+				}
+			}
 			if v.Name != m.Name || v.Secret == nil {
 				continue
 			}

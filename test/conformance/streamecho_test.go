@@ -3,6 +3,7 @@ package conformance
 import (
 	"bufio"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
@@ -83,7 +84,17 @@ func (sp *simPod) tlsConfig(certEnv, keyEnv string) *tls.Config {
 	if err != nil {
 		return nil
 	}
-	return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	cfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	if caFile := sp.env["TLS_CLIENT_CACERTS"]; caFile != "" {
+		// echo-basic verifies a client certificate against these CAs when
+		// one is given, and lets clients without one in.
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(sp.files[caFile]) {
+			return nil
+		}
+		cfg.ClientAuth, cfg.ClientCAs = tls.VerifyClientCertIfGiven, pool
+	}
+	return cfg
 }
 
 func serveTCPEcho(conn net.Conn, podContext tcpserver.Context) {

@@ -35,9 +35,11 @@ import (
 //	pod-condition            konglet.dev/config-loaded=True on konglet's Pod (pods, pods/status)
 //	lease                    the Lease konglet-<gateway> is held by konglet's Pod (leases)
 //	refusal-event            a Warning Event KongRefused regards the HTTPRoute Kong refused (events)
+//	backendtlspolicy-status  a BackendTLSPolicy's CA ConfigMap is read and its ancestor status written (backendtlspolicies, configmaps)
 var checkNames = []string{
 	"gatewayclass-status", "gateway-status", "gateway-addresses", "httproute-status", "backend-routed",
 	"cross-namespace-backend", "https-listener", "namespace-selector", "pod-condition", "lease", "refusal-event",
+	"backendtlspolicy-status",
 }
 
 // scenarioSpec is one run of the end-to-end scenario under some RBAC.
@@ -82,6 +84,7 @@ const (
 	selectorKey = "deploy-test/gateway"
 	webIP       = "198.18.0.10"
 	apiIP       = "198.18.0.20"
+	tlsWebIP    = "198.18.0.30"
 )
 
 // world holds a run's names and objects.
@@ -260,6 +263,10 @@ func (w *world) createObjects() error {
 		return err
 	}
 	w.certPEM = certPEM
+	caPEM, err := harness.SelfSignedCA("backend-ca")
+	if err != nil {
+		return err
+	}
 	deployment, err := renderedDeployment()
 	if err != nil {
 		return err
@@ -329,6 +336,20 @@ func (w *world) createObjects() error {
 		w.route(w.appNS, "cross", "api.example.com", "http", w.backendNS, "api"),
 		// In a namespace without the label: not admitted.
 		w.route(w.otherNS, "stray", "stray.example.com", "http", "", "web"),
+		// TLS to the backend "web" of this route.
+		w.route(w.appNS, "tls", "tls.example.com", "http", "", "tls-web"),
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "backend-ca", Namespace: w.appNS}, Data: map[string]string{"ca.crt": string(caPEM)}},
+		&gwv1.BackendTLSPolicy{
+			ObjectMeta: metav1.ObjectMeta{Name: "tls-web", Namespace: w.appNS},
+			Spec: gwv1.BackendTLSPolicySpec{
+				TargetRefs: []gwv1.LocalPolicyTargetReferenceWithSectionName{{LocalPolicyTargetReference: gwv1.LocalPolicyTargetReference{
+					Group: "", Kind: "Service", Name: "tls-web"}}},
+				Validation: gwv1.BackendTLSPolicyValidation{
+					CACertificateRefs: []gwv1.LocalObjectReference{{Group: "", Kind: "ConfigMap", Name: "backend-ca"}},
+					Hostname:          "tls-web.example.com",
+				},
+			},
+		},
 	}
 	for _, o := range objects {
 		if err := w.create(o); err != nil {
@@ -336,6 +357,9 @@ func (w *world) createObjects() error {
 		}
 	}
 	if err := w.backend(w.appNS, "web", webIP); err != nil {
+		return err
+	}
+	if err := w.backend(w.appNS, "tls-web", tlsWebIP); err != nil {
 		return err
 	}
 	return w.backend(w.backendNS, "api", apiIP)
@@ -403,6 +427,10 @@ func (w *world) create(obj any) error {
 		_, err = env.GW.GatewayV1().HTTPRoutes(v.Namespace).Create(ctx, v, o)
 	case *gwv1.ReferenceGrant:
 		_, err = env.GW.GatewayV1().ReferenceGrants(v.Namespace).Create(ctx, v, o)
+	case *corev1.ConfigMap:
+		_, err = env.Kube.CoreV1().ConfigMaps(v.Namespace).Create(ctx, v, o)
+	case *gwv1.BackendTLSPolicy:
+		_, err = env.GW.GatewayV1().BackendTLSPolicies(v.Namespace).Create(ctx, v, o)
 	default:
 		return fmt.Errorf("create: unsupported %T", obj)
 	}
@@ -431,6 +459,21 @@ func (w *world) checks() map[string]func() error {
 		return fmt.Errorf("HTTPRoute %s/%s has no status entry of konglet", ns, name)
 	}
 	return map[string]func() error{
+		"backendtlspolicy-status": func() error {
+			p, err := env.GW.GatewayV1().BackendTLSPolicies(w.appNS).Get(ctx, "tls-web", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			for _, a := range p.Status.Ancestors {
+				if string(a.ControllerName) == w.controller {
+					if err := expectCond(a.Conditions, "Accepted", metav1.ConditionTrue, "Accepted"); err != nil {
+						return err
+					}
+					return expectCond(a.Conditions, "ResolvedRefs", metav1.ConditionTrue, "ResolvedRefs")
+				}
+			}
+			return fmt.Errorf("BackendTLSPolicy %s/tls-web has no ancestor entry of konglet", w.appNS)
+		},
 		"gatewayclass-status": func() error {
 			c, err := env.GW.GatewayV1().GatewayClasses().Get(ctx, w.class, metav1.GetOptions{})
 			if err != nil {

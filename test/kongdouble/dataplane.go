@@ -893,8 +893,8 @@ func msField(svc map[string]any, key string) time.Duration {
 	return time.Duration(v) * time.Millisecond
 }
 
-func (p *DataPlane) transport(protocol string, connect, read time.Duration) *http.Transport {
-	key := fmt.Sprintf("%s/%d/%d", protocol, connect, read)
+func (p *DataPlane) transport(protocol string, connect, read time.Duration, up upstreamTLS) *http.Transport {
+	key := fmt.Sprintf("%s/%d/%d/%s", protocol, connect, read, up.key)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if t := p.transports[key]; t != nil {
@@ -907,7 +907,7 @@ func (p *DataPlane) transport(protocol string, connect, read time.Duration) *htt
 		ResponseHeaderTimeout: read,
 		MaxIdleConnsPerHost:   16,
 		IdleConnTimeout:       60 * time.Second,
-		TLSClientConfig:       &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // Kong does not verify upstreams by default
+		TLSClientConfig:       up.config(),
 	}
 	if protocol == "grpc" {
 		protos := new(http.Protocols)
@@ -965,7 +965,6 @@ func (p *DataPlane) proxy(w http.ResponseWriter, r *http.Request, dec Decision, 
 	if rv, ok := svc["retries"].(float64); ok {
 		retries = int(rv)
 	}
-	tr := p.transport(protocol, msField(svc, "connect_timeout"), msField(svc, "read_timeout"))
 	scheme := "http"
 	if protocol == "https" || protocol == "grpcs" {
 		scheme = "https"
@@ -1000,6 +999,7 @@ func (p *DataPlane) proxy(w http.ResponseWriter, r *http.Request, dec Decision, 
 		} else {
 			upURL.Path = out.path
 		}
+		tr := p.transport(protocol, msField(svc, "connect_timeout"), msField(svc, "read_timeout"), p.serviceTLS(svc, host))
 		req := r.Clone(r.Context())
 		req.URL = upURL
 		req.RequestURI = ""

@@ -553,6 +553,9 @@ func caCertificatesRecord() *record {
 		switch {
 		case msg != "":
 			return ""
+		case strings.Count(in["cert"].(string), "-----BEGIN CERTIFICATE-----") > 1:
+			// ca_certificates.lua counts the BEGIN lines before parsing.
+			return "please submit only one certificate at a time"
 		case !c.IsCA:
 			return `certificate does not appear to be a CA because it is missing the "CA" basic constraint`
 		case time.Now().After(c.NotAfter):
