@@ -84,9 +84,11 @@ type backendPolicies struct {
 
 // policies validates the BackendTLSPolicies once per translation.
 func (t *translator) policies() *backendPolicies {
-	if t.backendTLS != nil {
-		return t.backendTLS
-	}
+	t.backendTLSOnce.Do(func() { t.backendTLS = t.validatePolicies() })
+	return t.backendTLS
+}
+
+func (t *translator) validatePolicies() *backendPolicies {
 	p := &backendPolicies{byTarget: map[policyTarget]*policyVerdict{}}
 	// Precedence (Gateway API): the oldest policy, then namespace/name.
 	ordered := slices.Clone(t.snap.BackendTLSPolicies)
@@ -123,7 +125,6 @@ func (t *translator) policies() *backendPolicies {
 		}
 		p.verdicts = append(p.verdicts, v)
 	}
-	t.backendTLS = p
 	return p
 }
 

@@ -82,7 +82,8 @@ type translator struct {
 	// secretRefs, when not nil, collects the Secrets listeners may use.
 	secretRefs map[types.NamespacedName]bool
 	// backendTLS are the BackendTLSPolicies' verdicts (built on first use).
-	backendTLS *backendPolicies
+	backendTLS     *backendPolicies
+	backendTLSOnce sync.Once
 }
 
 func newTranslator(s *snapshot.Snapshot, refused Refusals) *translator {
