@@ -132,12 +132,16 @@ func byNamespacedName[T metav1.Object](a, b T) int {
 	return cmp.Or(cmp.Compare(a.GetNamespace(), b.GetNamespace()), cmp.Compare(a.GetName(), b.GetName()))
 }
 
+// hostAsSNI tells an accepted policy's owner the one way Kong departs from
+// the spec: the backend is sent the hostname as Host, not the client's.
+const hostAsSNI = "served with the hostname as the Host header too: Kong 3.9 sends its upstream Host as the TLS server name, and cannot set them apart"
+
 // validatePolicy checks what Kong can do of a policy and resolves its CA
 // certificates (ConfigMaps of its own namespace only).
 func (t *translator) validatePolicy(pol *gwv1.BackendTLSPolicy) *policyVerdict {
 	gen := pol.Generation
 	v := &policyVerdict{obj: pol,
-		accepted: condition(string(gwv1.PolicyConditionAccepted), true, string(gwv1.PolicyReasonAccepted), "", gen),
+		accepted: condition(string(gwv1.PolicyConditionAccepted), true, string(gwv1.PolicyReasonAccepted), hostAsSNI, gen),
 		resolved: condition(string(gwv1.BackendTLSPolicyConditionResolvedRefs), true, string(gwv1.BackendTLSPolicyReasonResolvedRefs), "", gen),
 	}
 	key := types.NamespacedName{Namespace: pol.Namespace, Name: pol.Name}
