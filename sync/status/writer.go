@@ -357,6 +357,7 @@ func (w *Writer) writeGateway(ctx context.Context, current *gwv1.Gateway, want g
 		func(g *gwv1.Gateway) (*gwv1.Gateway, bool) {
 			next := g.DeepCopy()
 			next.Status.Addresses = want.Addresses
+			next.Status.AttachedListenerSets = want.AttachedListenerSets
 			next.Status.Conditions = mergeConditions(g.Status.Conditions, want.Conditions, now)
 			next.Status.Listeners = mergeListeners(g.Status.Listeners, want.Listeners, now,
 				func(l *gwv1.ListenerStatus) (gwv1.SectionName, *[]metav1.Condition) { return l.Name, &l.Conditions })

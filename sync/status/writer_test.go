@@ -199,3 +199,24 @@ func TestWriterRemovesEntriesOfADeletedListenerSet(t *testing.T) {
 		t.Fatalf("entries left: %+v", parents)
 	}
 }
+
+func TestWriterWritesTheGatewaysAttachedListenerSets(t *testing.T) {
+	gw := &gwv1.Gateway{ObjectMeta: metav1.ObjectMeta{Name: bound.Name, Namespace: bound.Namespace, ResourceVersion: "1"}}
+	client := fake.NewSimpleClientset() // NewClientset's field manager knows no Gateway resource
+	if _, err := client.GatewayV1().Gateways(bound.Namespace).Create(context.Background(), gw, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	w := NewWriter(client, []types.NamespacedName{bound}, nil, func() time.Time { return t1 })
+	two := int32(2)
+	desired := translate.Status{Gateways: map[types.NamespacedName]gwv1.GatewayStatus{bound: {AttachedListenerSets: &two}}}
+	if _, err := w.Write(context.Background(), &snapshot.Snapshot{ControllerName: ours, Gateways: []*gwv1.Gateway{gw}}, desired); err != nil {
+		t.Fatal(err)
+	}
+	got, err := client.GatewayV1().Gateways(bound.Namespace).Get(context.Background(), bound.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := got.Status.AttachedListenerSets; n == nil || *n != 2 {
+		t.Fatalf("attachedListenerSets = %v, want 2", n)
+	}
+}
