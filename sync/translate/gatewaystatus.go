@@ -43,10 +43,10 @@ func (t *translator) finishGateways(gws []*gateway, attached []int) (map[types.N
 			}
 			st.Listeners = append(st.Listeners, l.status(attached[l.index]))
 		}
+		attachedSets := listenerSetStatuses(g, attached, sets)
 		if g.obj.Spec.AllowedListeners != nil {
-			st.AttachedListenerSets = ptr(int32(len(g.sets)))
+			st.AttachedListenerSets = ptr(int32(attachedSets))
 		}
-		listenerSetStatuses(g, attached, sets)
 		accepted := condition(string(gwv1.GatewayConditionAccepted), true, string(gwv1.GatewayReasonAccepted), t.routerNote(g), gen)
 		programmed := condition(string(gwv1.GatewayConditionProgrammed), true, string(gwv1.GatewayReasonProgrammed), "", gen)
 		switch {
@@ -81,6 +81,8 @@ func (t *translator) finishGateways(gws []*gateway, attached []int) (map[types.N
 func (l *listener) status(attachedRoutes int) gwv1.ListenerStatus {
 	programmed := condition(string(gwv1.ListenerConditionProgrammed), true, string(gwv1.ListenerReasonProgrammed), "", l.generation)
 	switch {
+	case l.conflicted.Status == metav1.ConditionTrue:
+		programmed = condition(string(gwv1.ListenerConditionProgrammed), false, l.conflicted.Reason, l.conflicted.Message, l.generation)
 	case !l.usable():
 		programmed = condition(string(gwv1.ListenerConditionProgrammed), false, string(gwv1.ListenerReasonInvalid),
 			"the listener is not accepted, conflicts with another, or has unresolved references", l.generation)
@@ -162,8 +164,10 @@ func (t *translator) gatewayAddresses() []gwv1.GatewayStatusAddress {
 }
 
 // listenerSetStatuses writes the statuses of g's ListenerSets into out,
-// once routes are attached.
-func listenerSetStatuses(g *gateway, attached []int, out map[types.NamespacedName]gwv1.ListenerSetStatus) {
+// once routes are attached, and counts those accepted (attached to g, in
+// the spec's words: at least one valid listener).
+func listenerSetStatuses(g *gateway, attached []int, out map[types.NamespacedName]gwv1.ListenerSetStatus) int {
+	attachedSets := 0
 	for _, obj := range g.notAllowed {
 		out[types.NamespacedName{Namespace: obj.Namespace, Name: obj.Name}] = gwv1.ListenerSetStatus{Conditions: []metav1.Condition{
 			condition(string(gwv1.ListenerSetConditionAccepted), false, string(gwv1.ListenerSetReasonNotAllowed),
@@ -189,12 +193,16 @@ func listenerSetStatuses(g *gateway, attached []int, out map[types.NamespacedNam
 			msg := fmt.Sprintf("%d of %d listeners are valid", valid, len(set.listeners))
 			accepted = condition(string(gwv1.ListenerSetConditionAccepted), valid > 0, string(gwv1.ListenerSetReasonListenersNotValid), msg, gen)
 			if valid == 0 {
-				programmed = condition(string(gwv1.ListenerSetConditionProgrammed), false, string(gwv1.ListenerSetReasonInvalid), msg, gen)
+				programmed = condition(string(gwv1.ListenerSetConditionProgrammed), false, string(gwv1.ListenerSetReasonListenersNotValid), msg, gen)
 			}
+		}
+		if valid > 0 {
+			attachedSets++
 		}
 		st.Conditions = []metav1.Condition{accepted, programmed}
 		out[types.NamespacedName{Namespace: set.obj.Namespace, Name: set.obj.Name}] = st
 	}
+	return attachedSets
 }
 
 // checkAddresses compares the addresses a Gateway asks for with the publish

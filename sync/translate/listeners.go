@@ -277,26 +277,31 @@ func supportedKinds(spec gwv1.Listener, gen int64) ([]gwv1.RouteGroupKind, metav
 // different protocols, or the same hostname (across all bound Gateways,
 // since they share one Kong). ls is in precedence order: a ListenerSet's
 // listener never takes its port from a listener that comes before it (a
-// Gateway's own, or an older ListenerSet's), which keeps it.
+// Gateway's own, or an older ListenerSet's), which keeps it. A conflicted
+// listener is not accepted either, for the conflict's reason: the spec
+// accepts none of the indistinct listeners, and the conflict, read from
+// the specs alone, says more than what Kong's listens then lack (a TCP
+// listener on an HTTP port has no stream listen).
 func markConflicts(ls []*listener) {
 	for i, a := range ls {
 		for j, b := range ls {
 			if i == j || (a.set == nil && b.set != nil) || (a.set != nil && b.set != nil && j > i) {
 				continue
 			}
-			gen := a.generation
+			var reason gwv1.ListenerConditionReason
+			var msg string
 			switch {
 			case (a.spec.Protocol == gwv1.UDPProtocolType) != (b.spec.Protocol == gwv1.UDPProtocolType):
 				continue // UDP and TCP ports are distinct
 			case a.spec.Protocol != b.spec.Protocol:
-				a.conflicted = condition(string(gwv1.ListenerConditionConflicted), true, string(gwv1.ListenerReasonProtocolConflict),
-					fmt.Sprintf("port %d is also used by %s with protocol %s", a.spec.Port, b.describe(), b.spec.Protocol), gen)
+				reason, msg = gwv1.ListenerReasonProtocolConflict, fmt.Sprintf("port %d is also used by %s with protocol %s", a.spec.Port, b.describe(), b.spec.Protocol)
 			case hostnameOf(a.spec.Hostname) == hostnameOf(b.spec.Hostname):
-				a.conflicted = condition(string(gwv1.ListenerConditionConflicted), true, string(gwv1.ListenerReasonHostnameConflict),
-					fmt.Sprintf("%s serves the same port and hostname %q", b.describe(), hostnameOf(b.spec.Hostname)), gen)
+				reason, msg = gwv1.ListenerReasonHostnameConflict, fmt.Sprintf("%s serves the same port and hostname %q", b.describe(), hostnameOf(b.spec.Hostname))
 			default:
 				continue
 			}
+			a.conflicted = condition(string(gwv1.ListenerConditionConflicted), true, string(reason), msg, a.generation)
+			a.accepted = condition(string(gwv1.ListenerConditionAccepted), false, string(reason), msg, a.generation)
 			break
 		}
 	}
