@@ -276,8 +276,9 @@ func supportedKinds(spec gwv1.Listener, gen int64) ([]gwv1.RouteGroupKind, metav
 // markConflicts flags listeners on one port that Kong could not tell apart:
 // different protocols, or the same hostname (across all bound Gateways,
 // since they share one Kong). ls is in precedence order: a ListenerSet's
-// listener never takes its port from a listener that comes before it (a
-// Gateway's own, or an older ListenerSet's), which keeps it. A conflicted
+// listener never takes its port from a listener that comes before it and
+// keeps it: a Gateway's own, or a ListenerSet listener (of an older set, or
+// before it in its own) that did not lose a conflict itself. A conflicted
 // listener is not accepted either, for the conflict's reason: the spec
 // accepts none of the indistinct listeners, and the conflict, read from
 // the specs alone, says more than what Kong's listens then lack (a TCP
@@ -285,7 +286,7 @@ func supportedKinds(spec gwv1.Listener, gen int64) ([]gwv1.RouteGroupKind, metav
 func markConflicts(ls []*listener) {
 	for i, a := range ls {
 		for j, b := range ls {
-			if i == j || (a.set == nil && b.set != nil) || (a.set != nil && b.set != nil && j > i) {
+			if i == j || (a.set == nil && b.set != nil) || (a.set != nil && b.set != nil && (j > i || b.conflicted.Status == metav1.ConditionTrue)) {
 				continue
 			}
 			var reason gwv1.ListenerConditionReason
