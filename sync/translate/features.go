@@ -38,6 +38,8 @@ func supportedFeatures(kong snapshot.Kong) []gwv1.SupportedFeature {
 		features.SupportGatewayPort8080,
 		// Kong passes an Upgrade on: appProtocol kubernetes.io/ws works.
 		features.SupportHTTPRouteBackendProtocolWebSocket,
+		// A ListenerSet's listeners join its Gateway's (listenerset.go).
+		features.SupportListenerSet,
 	}
 	if kong.LuaAllowed() {
 		names = append(names, features.SupportGatewayHTTPListenerIsolation, features.SupportHTTPRouteSchemeRedirect, features.SupportHTTPRoutePortRedirect,
