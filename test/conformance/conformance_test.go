@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -268,7 +269,16 @@ func writeReports(t *testing.T, cSuite *suite.ConformanceTestSuite, results *tes
 		t.Error(err)
 		return
 	}
+	reasons, err := featureReasons(filepath.Join("..", "..", "docs", "features.md"))
+	if err != nil {
+		t.Error(err)
+	}
 	summary := results.summary(report, flavor, claimed, supported, profiles)
+	unclaimed, undocumented := unclaimedSection(report, claimed, reasons)
+	summary += unclaimed
+	if len(undocumented) > 0 {
+		t.Errorf("features not claimed without a row in docs/features.md saying why: %v", undocumented)
+	}
 	if oneTest {
 		t.Logf("summary (not written: a one-test run)\n%s", summary)
 		return
@@ -463,6 +473,74 @@ func (r *testResults) summary(report *confv1.ConformanceReport, flavor string, c
 		}
 	}
 	return b.String()
+}
+
+// unclaimedSection lists the extended features of the run's profiles that
+// konglet does not claim, each with why: the last column of its row in
+// docs/features.md. undocumented are those without a row.
+func unclaimedSection(report *confv1.ConformanceReport, claimed sets.Set[features.FeatureName], reasons map[string]string) (section string, undocumented []string) {
+	unsupported := sets.New[string]()
+	for _, p := range report.ProfileReports {
+		if p.Extended != nil {
+			unsupported.Insert(p.Extended.UnsupportedFeatures...)
+		}
+	}
+	var b strings.Builder
+	b.WriteString("\n## extended features not claimed, and why (from docs/features.md)\n\n")
+	for _, f := range sets.List(unsupported) {
+		if claimed.Has(features.FeatureName(f)) {
+			continue
+		}
+		why, ok := reasons[f]
+		if !ok {
+			undocumented = append(undocumented, f)
+			why = "no row in docs/features.md"
+		}
+		fmt.Fprintf(&b, "- %s: %s\n", f, why)
+	}
+	return b.String(), undocumented
+}
+
+// featureReasons reads docs/features.md's table: for each feature a row's
+// first cell names, the row's last cell (how it is done, or why not).
+func featureReasons(path string) (map[string]string, error) {
+	doc, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for _, line := range strings.Split(string(doc), "\n") {
+		cells := tableCells(line)
+		if len(cells) < 4 || cells[1] == "expressions" { // not a row, or the header
+			continue
+		}
+		for _, f := range featureName.FindAllString(cells[0], -1) {
+			if _, seen := out[f]; !seen {
+				out[f] = cells[len(cells)-1]
+			}
+		}
+	}
+	return out, nil
+}
+
+var featureName = regexp.MustCompile(`\b[A-Z][A-Za-z0-9]+\b`)
+
+// tableCells splits a Markdown table row on the pipes that are not escaped
+// (\|), trimmed; nil for a line that is not a row.
+func tableCells(line string) []string {
+	line = strings.TrimSpace(line)
+	if !strings.HasPrefix(line, "|") || !strings.HasSuffix(line, "|") || len(line) < 2 {
+		return nil
+	}
+	var cells []string
+	start := 1
+	for i := 1; i < len(line); i++ {
+		if line[i] == '|' && line[i-1] != '\\' {
+			cells = append(cells, strings.TrimSpace(line[start:i]))
+			start = i + 1
+		}
+	}
+	return cells
 }
 
 func statusLine(s confv1.Status) string {
