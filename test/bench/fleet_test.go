@@ -6,9 +6,12 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -274,4 +277,218 @@ func (a apiServer) watches(t *testing.T) float64 {
 // far (429s), over every priority level.
 func (a apiServer) rejected(t *testing.T) float64 {
 	return a.metrics(t, "apiserver_flowcontrol_rejected_requests_total")
+}
+
+// fleetRun is what one fleet size cost.
+type fleetRun struct {
+	Replicas int
+	// StartS: the replicas started to all of them serving every route;
+	// StartCPUS: the API server's CPU over that and the status writes
+	// that followed.
+	StartS, StartCPUS float64
+	// IdleCPU is the API server's CPU per second of wall time while
+	// nothing changes; IdleRSS its RSS then (median), RSSBefore before
+	// the fleet started.
+	IdleCPU         float64
+	IdleRSS         int64
+	RSSBefore       int64
+	Watches         float64 // watches the fleet opened
+	KongletRSS      []int64 // each replica's, at the end of the idle window
+	FirstMS, LastMS []float64
+	// LastPostMS is from Create to the last replica's POST /config arriving.
+	LastPostMS []float64
+	// RouteCPUS is the API server's CPU per route created (CPU of the
+	// creations, the fleet's reaction and status writes / routes).
+	RouteCPUS, RouteEtcdCPUS float64
+	StatusWrites             float64            // per route
+	Requests                 map[string]float64 // API requests per route created
+}
+
+// fleetScale: the API server's cost of a fleet of replicas of one Gateway
+// with 3,000 routes (and their Services and EndpointSlices): one replica,
+// then twenty. Statuses are settled first, so both measure a fleet joining
+// a running cluster, not the first status writes.
+func (b *bencher) fleetScale(t *testing.T) {
+	const routes, added = 3000, 30
+	scen := "8 fleet"
+	b.ensureApps(t, routes)
+	b.settleStatuses(t)
+	b.results.scenario(scen)
+	api := b.apiServer(t)
+	one := b.fleetRun(t, api, 1, routes, added)
+	many := b.fleetRun(t, api, 20, routes, added)
+	b.results.raw("fleet", []fleetRun{one, many})
+	b.results.note(scen, "each replica is a konglet process with its own Kong double (in the test process) and its own Pod object; the doubles and the konglets share the machine's %d CPUs with the API server and etcd, so the propagation to the last of 20 replicas includes queueing for the CPU that separate Kong Pods would not have", runtime.NumCPU())
+	inc := func(v1, v20 float64) float64 { return (v20 - v1) / float64(many.Replicas-one.Replicas) }
+	for _, r := range []fleetRun{one, many} {
+		label := fmt.Sprintf("%d replica", r.Replicas)
+		if r.Replicas > 1 {
+			label += "s"
+		}
+		slices.Sort(r.KongletRSS)
+		last, post := durations(r.LastMS), durations(r.LastPostMS)
+		b.results.add(figure{Scenario: scen, Name: label + ": start to every replica serving the 3,000 routes", Value: r.StartS, Unit: "s"})
+		b.results.add(figure{Scenario: scen, Name: label + ": API server CPU from the start to the status writes over", Value: r.StartCPUS, Unit: "s"})
+		b.results.add(figure{Scenario: scen, Name: label + ": API server CPU while nothing changes", Value: r.IdleCPU * 1000, Unit: "ms/s"})
+		b.results.add(figure{Scenario: scen, Name: label + ": API server RSS", Value: mib(float64(r.IdleRSS)), Unit: "MiB",
+			Note: fmt.Sprintf("%.0f MiB before the fleet started", mib(float64(r.RSSBefore)))})
+		b.results.add(figure{Scenario: scen, Name: label + ": watches the fleet holds open (apiserver_longrunning_requests, WATCH)", Value: r.Watches, Unit: "watches"})
+		b.results.add(figure{Scenario: scen, Name: label + ": konglet RSS per replica (median)", Value: mib(float64(r.KongletRSS[len(r.KongletRSS)/2])), Unit: "MiB",
+			Note: fmt.Sprintf("max %.1f MiB", mib(float64(r.KongletRSS[len(r.KongletRSS)-1])))})
+		b.results.add(figure{Scenario: scen, Name: label + ": a new route, Create returned to the last replica's Kong routing it, p50", Value: ms(percentile(last, 50)), Unit: "ms",
+			Note: fmt.Sprintf("%d routes created one by one; to the first replica p50 %.1f ms", added, ms(percentile(durations(r.FirstMS), 50)))})
+		b.results.add(figure{Scenario: scen, Name: label + ": the same, p99", Value: ms(percentile(last, 99)), Unit: "ms",
+			Note: fmt.Sprintf("of which konglet, to the last replica's POST /config arriving: p50 %.1f ms, p99 %.1f ms", ms(percentile(post, 50)), ms(percentile(post, 99)))})
+		b.results.add(figure{Scenario: scen, Name: label + ": API server CPU per route created", Value: r.RouteCPUS * 1000, Unit: "ms",
+			Note: fmt.Sprintf("etcd %.1f ms; API requests per route: %s", r.RouteEtcdCPUS*1000, formatRequests(r.Requests))})
+		b.results.add(figure{Scenario: scen, Name: label + ": status writes per route created", Value: r.StatusWrites, Unit: "writes/route", Target: "<= 1.1", Met: atMost(r.StatusWrites, 1.1)})
+	}
+	b.results.add(figure{Scenario: scen, Name: "each replica more: API server CPU at its start", Value: inc(one.StartCPUS, many.StartCPUS) * 1000, Unit: "ms"})
+	b.results.add(figure{Scenario: scen, Name: "each replica more: API server CPU while nothing changes", Value: inc(one.IdleCPU, many.IdleCPU) * 1000, Unit: "ms/s"})
+	b.results.add(figure{Scenario: scen, Name: "each replica more: API server RSS", Value: mib(inc(float64(one.IdleRSS), float64(many.IdleRSS))), Unit: "MiB"})
+	b.results.add(figure{Scenario: scen, Name: "each replica more: watches", Value: inc(one.Watches, many.Watches), Unit: "watches"})
+	b.results.add(figure{Scenario: scen, Name: "each replica more: API server CPU per route created", Value: inc(one.RouteCPUS, many.RouteCPUS) * 1000, Unit: "ms"})
+}
+
+func durations(msecs []float64) []time.Duration {
+	out := make([]time.Duration, len(msecs))
+	for i, v := range msecs {
+		out[i] = time.Duration(v * float64(time.Millisecond))
+	}
+	slices.Sort(out)
+	return out
+}
+
+func formatRequests(r map[string]float64) string {
+	keys := slices.Sorted(maps.Keys(r))
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s %.2f", k, r[k]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// fleetRun starts n replicas, waits for them to serve the routes and for
+// the status writes to end, measures the API server idle, then creates
+// added routes one by one, each served by every replica before the next.
+func (b *bencher) fleetRun(t *testing.T, api apiServer, n, routes, added int) fleetRun {
+	r := fleetRun{Replicas: n, RSSBefore: api.rss()}
+	watches0 := api.watches(t)
+	cpu0, _ := api.cpu()
+	f := b.startFleet(t, n)
+	defer b.stopFleet(t, f)
+	start := time.Now()
+	if !poll(10*time.Millisecond, 300*time.Second, func() bool {
+		for _, k := range f.kongs {
+			if !b.allRoutable(k, routes) {
+				return false
+			}
+		}
+		return true
+	}) {
+		t.Fatalf("%d replicas did not all serve %d routes within 300s", n, routes)
+	}
+	r.StartS = time.Since(start).Seconds()
+	quiesceAll(f.procs, 2*time.Second, 120*time.Second)
+	cpu1, _ := api.cpu()
+	r.StartCPUS = (cpu1 - cpu0).Seconds()
+
+	// Idle: the API server's CPU and RSS, the watches and konglet's RSS.
+	const idle = 10 * time.Second
+	idleStart := time.Now()
+	var rss []float64
+	poll(500*time.Millisecond, idle, func() bool {
+		rss = append(rss, float64(api.rss()))
+		return false
+	})
+	cpu2, _ := api.cpu()
+	r.IdleCPU = (cpu2 - cpu1).Seconds() / time.Since(idleStart).Seconds()
+	r.IdleRSS = int64(median(rss))
+	r.Watches = api.watches(t) - watches0
+	for _, p := range f.procs {
+		v, _ := vmRSS(p.Pid())
+		r.KongletRSS = append(r.KongletRSS, v)
+	}
+
+	// New routes, one by one.
+	requests0, writes0 := api.requests(t), f.writes()
+	cpu3, etcd3 := api.cpu()
+	name := func(j int) string { return fmt.Sprintf("fleet%d-%03d", n, j) }
+	hostOf := func(j int) string { return name(j) + ".bench.test" }
+	defer func() {
+		if err := parallel(0, added, func(j int) error {
+			return retry(func() error {
+				return b.c.gw.GatewayV1().HTTPRoutes(appNS(0)).Delete(b.ctx, name(j), metav1.DeleteOptions{})
+			})
+		}); err != nil {
+			t.Error(err)
+		}
+	}()
+	for j := range added {
+		if !poll(time.Millisecond, 30*time.Second, func() bool {
+			for _, k := range f.kongs {
+				if !k.idle() {
+					return false
+				}
+			}
+			return true
+		}) {
+			t.Fatal("a double still handling a POST /config after 30s")
+		}
+		if err := retry(func() error {
+			_, err := b.c.gw.GatewayV1().HTTPRoutes(appNS(0)).Create(b.ctx, httpRoute(appNS(0), name(j), hostOf(j), svcName(0)), metav1.CreateOptions{})
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		t0 := time.Now()
+		seen := make([]time.Time, n)
+		left := n
+		if !poll(time.Millisecond, 60*time.Second, func() bool {
+			for i, k := range f.kongs {
+				if seen[i].IsZero() && k.routes(hostOf(j)) {
+					seen[i] = time.Now()
+					left--
+				}
+			}
+			return left == 0
+		}) {
+			t.Fatalf("route %s not served by all %d replicas within 60s (%d left)", name(j), n, left)
+		}
+		first, last, lastPost := seen[0], seen[0], time.Time{}
+		for i, s := range seen {
+			first = minTime(first, s)
+			last = maxTime(last, s)
+			if pst, ok := f.kongs[i].postAt(s); ok {
+				lastPost = maxTime(lastPost, pst.Start)
+			}
+		}
+		r.FirstMS = append(r.FirstMS, ms(first.Sub(t0)))
+		r.LastMS = append(r.LastMS, ms(last.Sub(t0)))
+		r.LastPostMS = append(r.LastPostMS, ms(lastPost.Sub(t0)))
+	}
+	quiesceAll(f.procs, 2*time.Second, 60*time.Second)
+	cpu4, etcd4 := api.cpu()
+	r.RouteCPUS, r.RouteEtcdCPUS = (cpu4-cpu3).Seconds()/float64(added), (etcd4-etcd3).Seconds()/float64(added)
+	r.StatusWrites = (f.writes() - writes0) / float64(added)
+	r.Requests = map[string]float64{}
+	for k, v := range api.requestsSince(t, requests0) {
+		r.Requests[k] = v / float64(added)
+	}
+	t.Logf("%d replicas: %+v", n, r)
+	return r
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
