@@ -303,14 +303,14 @@ type fleetRun struct {
 	// IdleCPU is the API server's CPU per second of wall time while
 	// nothing changes; IdleRSS its RSS then (median), RSSBefore before
 	// the fleet started.
-	IdleCPU         float64
-	IdleRSS         int64
-	RSSBefore       int64
+	IdleCPU   float64
+	IdleRSS   int64
+	RSSBefore int64
 	// IdleHeap and HeapBefore are its Go heap in use.
 	IdleHeap, HeapBefore float64
-	Watches         float64 // watches the fleet opened
-	KongletRSS      []int64 // each replica's, at the end of the idle window
-	FirstMS, LastMS []float64
+	Watches              float64 // watches the fleet opened
+	KongletRSS           []int64 // each replica's, at the end of the idle window
+	FirstMS, LastMS      []float64
 	// LastPostMS is from Create to the last replica's POST /config arriving.
 	LastPostMS []float64
 	// RouteCPUS is the API server's CPU per route created above its idle
