@@ -330,6 +330,7 @@ type fleetRun struct {
 func (b *bencher) fleetScale(t *testing.T) {
 	const routes, added = 3000, 30
 	scen := "8 fleet"
+	b.shrinkRoutes(t, routes)
 	b.ensureApps(t, routes)
 	b.settleStatuses(t)
 	b.results.scenario(scen)
