@@ -331,6 +331,7 @@ func (b *bencher) fleetScale(t *testing.T) {
 	const routes, added = 3000, 30
 	scen := "8 fleet"
 	b.shrinkRoutes(t, routes)
+	b.shrinkBackends(t, routes)
 	b.ensureApps(t, routes)
 	b.settleStatuses(t)
 	b.results.scenario(scen)
@@ -522,4 +523,40 @@ func maxTime(a, b time.Time) time.Time {
 		return b
 	}
 	return a
+}
+
+// shrinkBackends deletes the Services and EndpointSlices of applications
+// from n on, which the scenarios before left: the fleet's cluster holds
+// 3,000 of each, as many as routes.
+func (b *bencher) shrinkBackends(t *testing.T, n int) {
+	t.Helper()
+	var extra []int
+	for _, ns := range appNamespaceNames() {
+		svcs, err := b.c.kube.CoreV1().Services(ns).List(b.ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, svc := range svcs.Items {
+			var i int
+			if _, err := fmt.Sscanf(svc.Name, "svc-%05d", &i); err == nil && i >= n {
+				extra = append(extra, i)
+			}
+		}
+	}
+	if err := parallel(0, len(extra), func(j int) error {
+		i := extra[j]
+		if err := retry(func() error {
+			return b.c.kube.DiscoveryV1().EndpointSlices(appNS(i)).Delete(b.ctx, svcName(i)+"-1", metav1.DeleteOptions{})
+		}); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+		err := retry(func() error { return b.c.kube.CoreV1().Services(appNS(i)).Delete(b.ctx, svcName(i), metav1.DeleteOptions{}) })
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return err
+	}); err != nil {
+		t.Fatalf("deleting the backends of applications from %d: %v", n, err)
+	}
+	t.Logf("deleted the Services and EndpointSlices of %d applications", len(extra))
 }
