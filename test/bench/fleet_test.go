@@ -550,7 +550,9 @@ func (b *bencher) shrinkBackends(t *testing.T, n int) {
 		}); err != nil && !apierrors.IsNotFound(err) {
 			return err
 		}
-		err := retry(func() error { return b.c.kube.CoreV1().Services(appNS(i)).Delete(b.ctx, svcName(i), metav1.DeleteOptions{}) })
+		err := retry(func() error {
+			return b.c.kube.CoreV1().Services(appNS(i)).Delete(b.ctx, svcName(i), metav1.DeleteOptions{})
+		})
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
