@@ -117,8 +117,8 @@ func TestBench(t *testing.T) {
 	b.step(t, "statuswrites3", func(t *testing.T) { b.statusWrites(t, 3) })
 	b.step(t, "coldstart1k", func(t *testing.T) { b.coldStart(t, 1_000, time.Second) })
 	// Before the large scenarios: twenty Kong doubles in this process
-	// load their first configuration at once, which timed out (10 s) after
-	// the memory and 10k scenarios had grown this process.
+	// load their first configuration at once, which timed out (10 s) when
+	// the fleet ran after the memory and 10k scenarios (cause not found).
 	b.step(t, "fleet", b.fleetScale)
 	b.step(t, "propagation_and_burst", b.propagationAndBurst)
 	b.step(t, "secrets", b.unrelatedSecrets)
