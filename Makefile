@@ -50,8 +50,8 @@ lint:
 fuzz:
 	$(GO) test ./sync/translate -run '^$$' -fuzz FuzzTranslate -fuzztime 2m -fuzzminimizetime 10s
 
-## bench: translation, propagation, burst, memory, cold start and status-write figures against their targets
-## (not part of `make test`, about 6 minutes); writes test/bench/results/RESULTS.md
+## bench: translation, propagation, burst, memory, cold start, status-write (1 and 3 replicas) and fleet (1 and 20
+## replicas) figures against their targets (not part of `make test`, about 10 minutes); writes test/bench/results/RESULTS.md
 bench: tools
 	$(GO) test -tags bench -run '^TestBench$$' -count=1 -timeout 30m -v ./test/bench
 

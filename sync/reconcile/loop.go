@@ -227,6 +227,15 @@ func (l *Loop) offerStatus(base statusJob, replicas *snapshot.Snapshot) {
 	l.statuses <- job
 }
 
+// Peers load a change at about the same time and each then writes its
+// Pod: the leader waits for their Pods to settle (no change for peerQuiet,
+// at most peerMaxDelay) and writes the Gateways' Programmed once per round
+// instead of once per replica.
+const (
+	peerQuiet    = 100 * time.Millisecond
+	peerMaxDelay = time.Second
+)
+
 // watchPeers applies the replicas again to the last translation's statuses
 // when a Pod's conditions change: only the leader does, and without a sync
 // (every replica's load changes its own Pod; a sync on each would make N²).
@@ -235,20 +244,46 @@ func (l *Loop) watchPeers(ctx context.Context) {
 		if l.status == nil || !l.status.Leading() {
 			continue
 		}
+		if settle(ctx, l.cache.WaitStatus, peerQuiet, peerMaxDelay) != nil {
+			return
+		}
 		snap, err := l.cache.Snapshot(snapshot.Kong{})
 		if err != nil {
 			continue
 		}
 		l.offerMu.Lock()
 		if l.base.snap != nil {
-			// The writer compares with the snapshot's Gateways: give it
-			// the current ones (it wrote them since the translation).
-			job, objects := l.base, *l.base.snap
-			objects.Gateways = snap.Gateways
-			job.snap = &objects
+			// The statuses are the last translation's, the objects the
+			// cache's current ones: the writer trusts a cached object
+			// only at the version it last wrote or read, and the
+			// translation's objects are older than its writes since (each
+			// would be read again from the API server).
+			job := l.base
+			job.snap = snap
 			l.offerStatus(job, snap)
 		}
 		l.offerMu.Unlock()
+	}
+}
+
+// settle returns once wait has seen no change for quiet, or limit after it
+// was called, or with ctx's error when ctx ends.
+func settle(ctx context.Context, wait func(context.Context) error, quiet, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for {
+		d := min(quiet, time.Until(deadline))
+		if d <= 0 {
+			return ctx.Err()
+		}
+		waitCtx, cancel := context.WithTimeout(ctx, d)
+		err := wait(waitCtx)
+		cancel()
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if err != nil {
+			return nil // quiet for d
+		}
 	}
 }
 

@@ -9,7 +9,8 @@
 //
 // It writes results/RESULTS.md and results/raw.json next to this file.
 // KONGLET_BENCH=memory,coldstart10k (names of the t.Run steps) runs only
-// those, writing their results under $TMPDIR/konglet-bench-results instead.
+// those, writing their results under $TMPDIR/konglet-bench-results-<pid>
+// instead (several worktrees may bench one after the other).
 package bench
 
 import (
@@ -19,6 +20,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -53,7 +55,7 @@ var only = os.Getenv("KONGLET_BENCH")
 
 func resultsDir() string {
 	if only != "" {
-		return filepath.Join(os.TempDir(), "konglet-bench-results")
+		return filepath.Join(os.TempDir(), "konglet-bench-results-"+strconv.Itoa(os.Getpid()))
 	}
 	_, file, _, _ := runtime.Caller(0)
 	return filepath.Join(filepath.Dir(file), "results")
@@ -81,6 +83,7 @@ func TestBench(t *testing.T) {
 		if err := b.results.write(resultsDir()); err != nil {
 			t.Error(err)
 		}
+		t.Logf("results in %s", resultsDir())
 	}()
 	tmp, err := os.MkdirTemp("", "konglet-bench-")
 	if err != nil {
@@ -110,8 +113,13 @@ func TestBench(t *testing.T) {
 	}
 
 	b.step(t, "baseline", b.baseline)
-	b.step(t, "statuswrites", b.statusWrites)
+	b.step(t, "statuswrites", func(t *testing.T) { b.statusWrites(t, 1) })
+	b.step(t, "statuswrites3", func(t *testing.T) { b.statusWrites(t, 3) })
 	b.step(t, "coldstart1k", func(t *testing.T) { b.coldStart(t, 1_000, time.Second) })
+	// Before the large scenarios: twenty Kong doubles in this process
+	// load their first configuration at once, which timed out (10 s) when
+	// the fleet ran after the memory and 10k scenarios (cause not found).
+	b.step(t, "fleet", b.fleetScale)
 	b.step(t, "propagation_and_burst", b.propagationAndBurst)
 	b.step(t, "secrets", b.unrelatedSecrets)
 	b.step(t, "memory", b.memory)
