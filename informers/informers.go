@@ -79,11 +79,13 @@ type Cache struct {
 	// externalNames, when set, allows ExternalName backends and resolves
 	// the names routes use.
 	externalNames *ExternalNames
+	// intern shares the values that recur across routes (see transform).
+	intern *interner
 }
 
 // New sets up the informers; Start runs them.
 func New(kube kubernetes.Interface, gw gwclient.Interface, scope Scope, trigger *Trigger) (*Cache, error) {
-	c := &Cache{Trigger: trigger, scope: scope, bound: map[types.NamespacedName]bool{}}
+	c := &Cache{Trigger: trigger, scope: scope, bound: map[types.NamespacedName]bool{}, intern: newInterner()}
 	for _, g := range scope.Gateways {
 		c.bound[g] = true
 	}

@@ -12,7 +12,8 @@ import (
 
 // transform is the informers' transform: trim, then, for the kinds that
 // make up most of a cluster, a copy with only the fields konglet reads
-// (the rest of the decoded object becomes garbage at once). Services and
+// (the rest of the decoded object becomes garbage at once), and the values
+// that recur across HTTPRoutes and GRPCRoutes shared (interner). Services and
 // EndpointSlices are cached cluster-wide (a ClusterIP check reads every
 // Service), and routes that name no bound Gateway are kept as stubs: all
 // of them arrive through here, so what is kept is decided for each version
@@ -29,11 +30,13 @@ func (c *Cache) transform(obj any) (any, error) {
 	case *discoveryv1.EndpointSlice:
 		return c.slimEndpointSlice(o), nil
 	case *gwv1.HTTPRoute:
+		c.intern.httpRoute(o)
 		if !c.namesBound(o.Namespace, o.Spec.CommonRouteSpec) {
 			return &gwv1.HTTPRoute{ObjectMeta: o.ObjectMeta, Spec: gwv1.HTTPRouteSpec{CommonRouteSpec: o.Spec.CommonRouteSpec},
 				Status: gwv1.HTTPRouteStatus{RouteStatus: c.ownStatus(o.Status.RouteStatus)}}, nil
 		}
 	case *gwv1.GRPCRoute:
+		c.intern.grpcRoute(o)
 		if !c.namesBound(o.Namespace, o.Spec.CommonRouteSpec) {
 			return &gwv1.GRPCRoute{ObjectMeta: o.ObjectMeta, Spec: gwv1.GRPCRouteSpec{CommonRouteSpec: o.Spec.CommonRouteSpec},
 				Status: gwv1.GRPCRouteStatus{RouteStatus: c.ownStatus(o.Status.RouteStatus)}}, nil

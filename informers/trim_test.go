@@ -3,6 +3,7 @@ package informers
 import (
 	"reflect"
 	"testing"
+	"unsafe"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -31,7 +32,7 @@ func TestTrimKeepsWhatKongletReads(t *testing.T) {
 // slimCache is a Cache whose transform can be called without informers.
 func slimCache() *Cache {
 	return &Cache{scope: Scope{ControllerName: snapshot.DefaultControllerName, PodNamespace: "kong"},
-		bound: map[types.NamespacedName]bool{{Namespace: "kong", Name: "kong"}: true}}
+		bound: map[types.NamespacedName]bool{{Namespace: "kong", Name: "kong"}: true}, intern: newInterner()}
 }
 
 // TestTransformSlimsServicesAndEndpointSlices: the cached copies keep every
@@ -144,6 +145,52 @@ func TestTransformKeepsStubsOfRoutesOfOtherGateways(t *testing.T) {
 		}
 		if matters := c.mayMatter(r); matters != (tc.whole || tc.keepsOurs) {
 			t.Errorf("%s: mayMatter = %v", tc.name, matters)
+		}
+	}
+}
+
+// TestTransformSharesWhatRecursAcrossRoutes: two routes decoded apart come
+// out of the transform unchanged in value, pointing at one copy of what
+// they have in common.
+func TestTransformSharesWhatRecursAcrossRoutes(t *testing.T) {
+	c := slimCache()
+	route := func(name string) *gwv1.HTTPRoute {
+		parent := gwv1.ParentReference{Group: ptr(gwv1.Group(gwv1.GroupName)), Kind: ptr(gwv1.Kind("Gateway")), Namespace: ptr(gwv1.Namespace("kong")), Name: "kong"}
+		return &gwv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Namespace: string([]byte("app")), Name: name},
+			Spec: gwv1.HTTPRouteSpec{CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{parent}},
+				Rules: []gwv1.HTTPRouteRule{{
+					Matches: []gwv1.HTTPRouteMatch{{Path: &gwv1.HTTPPathMatch{Type: ptr(gwv1.PathMatchPathPrefix), Value: ptr("/")}}},
+					BackendRefs: []gwv1.HTTPBackendRef{{BackendRef: gwv1.BackendRef{Weight: ptr(int32(1)),
+						BackendObjectReference: gwv1.BackendObjectReference{Kind: ptr(gwv1.Kind("Service")), Name: gwv1.ObjectName(name), Port: ptr(gwv1.PortNumber(80))}}}},
+				}}},
+			Status: gwv1.HTTPRouteStatus{RouteStatus: gwv1.RouteStatus{Parents: []gwv1.RouteParentStatus{{ParentRef: parent,
+				ControllerName: gwv1.GatewayController(string([]byte(snapshot.DefaultControllerName))),
+				Conditions:     []metav1.Condition{{Type: string([]byte("Accepted")), Status: "True", Reason: "Accepted", Message: string([]byte("ok"))}}}}}}}
+	}
+	var got []*gwv1.HTTPRoute
+	for _, name := range []string{"a", "b"} {
+		in := route(name)
+		out, _ := c.transform(in.DeepCopy())
+		if !reflect.DeepEqual(out, in) {
+			t.Fatalf("route %s changed:\n got %+v\nwant %+v", name, out, in)
+		}
+		got = append(got, out.(*gwv1.HTTPRoute))
+	}
+	a, b := got[0], got[1]
+	rule := func(r *gwv1.HTTPRoute) gwv1.HTTPRouteRule { return r.Spec.Rules[0] }
+	same := map[string]bool{
+		"namespace":             unsafe.StringData(a.Namespace) == unsafe.StringData(b.Namespace),
+		"parentRef kind":        a.Spec.ParentRefs[0].Kind == b.Spec.ParentRefs[0].Kind,
+		"status parentRef kind": a.Status.Parents[0].ParentRef.Kind == b.Status.Parents[0].ParentRef.Kind,
+		"controller name":       unsafe.StringData(string(a.Status.Parents[0].ControllerName)) == unsafe.StringData(string(b.Status.Parents[0].ControllerName)),
+		"condition message":     unsafe.StringData(a.Status.Parents[0].Conditions[0].Message) == unsafe.StringData(b.Status.Parents[0].Conditions[0].Message),
+		"path type":             rule(a).Matches[0].Path.Type == rule(b).Matches[0].Path.Type,
+		"backend port":          rule(a).BackendRefs[0].Port == rule(b).BackendRefs[0].Port,
+		"backend weight":        rule(a).BackendRefs[0].Weight == rule(b).BackendRefs[0].Weight,
+	}
+	for what, shared := range same {
+		if !shared {
+			t.Errorf("%s not shared", what)
 		}
 	}
 }
