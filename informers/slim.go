@@ -128,6 +128,11 @@ func (c *Cache) slimService(s *corev1.Service) *corev1.Service {
 	if s.Namespace == c.scope.PodNamespace {
 		s.Spec.Selector = selector
 	}
+	s.Namespace = c.intern.str(s.Namespace)
+	for i := range s.Spec.Ports {
+		p := &s.Spec.Ports[i]
+		p.Name, p.Protocol, p.AppProtocol = c.intern.str(p.Name), corev1.Protocol(c.intern.str(string(p.Protocol))), internPtr(c.intern, p.AppProtocol)
+	}
 	return s
 }
 
@@ -139,6 +144,11 @@ func (c *Cache) slimEndpointSlice(es *discoveryv1.EndpointSlice) *discoveryv1.En
 	es.ObjectMeta = slimMeta(es.ObjectMeta)
 	if svc, ok := labels[discoveryv1.LabelServiceName]; ok {
 		es.Labels = map[string]string{discoveryv1.LabelServiceName: svc}
+	}
+	es.Namespace = c.intern.str(es.Namespace)
+	for i := range es.Ports {
+		p := &es.Ports[i]
+		p.Name, p.Protocol, p.Port, p.AppProtocol = internPtr(c.intern, p.Name), internPtr(c.intern, p.Protocol), internPtr(c.intern, p.Port), internPtr(c.intern, p.AppProtocol)
 	}
 	refs := es.Namespace == c.scope.PodNamespace || es.Namespace == c.scope.PublishService.Namespace
 	for i, ep := range es.Endpoints {

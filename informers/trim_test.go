@@ -194,3 +194,37 @@ func TestTransformSharesWhatRecursAcrossRoutes(t *testing.T) {
 		}
 	}
 }
+
+// TestTransformSharesWhatRecursAcrossBackends: Services and EndpointSlices
+// likewise share their namespace and port names, protocols and numbers.
+func TestTransformSharesWhatRecursAcrossBackends(t *testing.T) {
+	c := slimCache()
+	svc := func(name string) *corev1.Service {
+		return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: string([]byte("app")), Name: name},
+			Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: string([]byte("http")), Protocol: corev1.Protocol([]byte("TCP")), Port: 80}}}}
+	}
+	slice := func(name string) *discoveryv1.EndpointSlice {
+		return &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: string([]byte("app")), Name: name},
+			Ports: []discoveryv1.EndpointPort{{Name: ptr("http"), Protocol: ptr(corev1.ProtocolTCP), Port: ptr(int32(8080))}}}
+	}
+	sa, _ := c.transform(svc("a"))
+	sb, _ := c.transform(svc("b"))
+	ea, _ := c.transform(slice("a"))
+	eb, _ := c.transform(slice("b"))
+	a, b := sa.(*corev1.Service), sb.(*corev1.Service)
+	x, y := ea.(*discoveryv1.EndpointSlice), eb.(*discoveryv1.EndpointSlice)
+	if !reflect.DeepEqual(a.Spec.Ports, svc("a").Spec.Ports) || !reflect.DeepEqual(x.Ports, slice("a").Ports) {
+		t.Fatalf("ports changed: %+v %+v", a.Spec.Ports, x.Ports)
+	}
+	same := map[string]bool{
+		"Service namespace":       unsafe.StringData(a.Namespace) == unsafe.StringData(b.Namespace),
+		"Service port name":       unsafe.StringData(a.Spec.Ports[0].Name) == unsafe.StringData(b.Spec.Ports[0].Name),
+		"EndpointSlice namespace": unsafe.StringData(x.Namespace) == unsafe.StringData(a.Namespace),
+		"EndpointSlice port":      x.Ports[0].Name == y.Ports[0].Name && x.Ports[0].Port == y.Ports[0].Port && x.Ports[0].Protocol == y.Ports[0].Protocol,
+	}
+	for what, shared := range same {
+		if !shared {
+			t.Errorf("%s not shared", what)
+		}
+	}
+}
