@@ -3,6 +3,7 @@ package informers
 import (
 	"reflect"
 	"testing"
+	"time"
 	"unsafe"
 
 	corev1 "k8s.io/api/core/v1"
@@ -10,7 +11,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	kubeinformers "k8s.io/client-go/informers"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/cache"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gwfake "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned/fake"
+	gwinformers "sigs.k8s.io/gateway-api/pkg/client/informers/externalversions"
 
 	"github.com/konglet/konglet/sync/snapshot"
 )
@@ -225,6 +231,37 @@ func TestTransformSharesWhatRecursAcrossBackends(t *testing.T) {
 	for what, shared := range same {
 		if !shared {
 			t.Errorf("%s not shared", what)
+		}
+	}
+}
+
+// TestNumerousKindsHaveNoNamespaceIndex: the informers of Services,
+// EndpointSlices, HTTPRoutes and GRPCRoutes keep no index (the cache lists
+// them whole), which would hold every object's key once more.
+func TestNumerousKindsHaveNoNamespaceIndex(t *testing.T) {
+	c, err := New(kubefake.NewClientset(), gwfake.NewClientset(), Scope{ControllerName: snapshot.DefaultControllerName}, NewTrigger(time.Millisecond, time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var indexers map[string]cache.Indexers
+	for _, f := range c.factories {
+		switch f := f.(type) {
+		case kubeinformers.SharedInformerFactory:
+			indexers = map[string]cache.Indexers{"Service": f.Core().V1().Services().Informer().GetIndexer().GetIndexers(),
+				"EndpointSlice": f.Discovery().V1().EndpointSlices().Informer().GetIndexer().GetIndexers()}
+		case gwinformers.SharedInformerFactory:
+			if indexers != nil {
+				indexers["HTTPRoute"] = f.Gateway().V1().HTTPRoutes().Informer().GetIndexer().GetIndexers()
+				indexers["GRPCRoute"] = f.Gateway().V1().GRPCRoutes().Informer().GetIndexer().GetIndexers()
+			}
+		}
+	}
+	if len(indexers) != 4 {
+		t.Fatalf("informers found: %v", indexers)
+	}
+	for kind, ix := range indexers {
+		if len(ix) != 0 {
+			t.Errorf("%s informer has indexes %v", kind, ix)
 		}
 	}
 }
