@@ -19,6 +19,8 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	kubeinformers "k8s.io/client-go/informers"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	discoveryinformers "k8s.io/client-go/informers/discovery/v1"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	discoverylisters "k8s.io/client-go/listers/discovery/v1"
@@ -26,6 +28,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gwclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 	gwinformers "sigs.k8s.io/gateway-api/pkg/client/informers/externalversions"
+	gwinformersv1 "sigs.k8s.io/gateway-api/pkg/client/informers/externalversions/apis/v1"
 	gwlisters "sigs.k8s.io/gateway-api/pkg/client/listers/apis/v1"
 
 	"github.com/konglet/konglet/sync/snapshot"
@@ -80,11 +83,13 @@ type Cache struct {
 	// externalNames, when set, allows ExternalName backends and resolves
 	// the names routes use.
 	externalNames *ExternalNames
+	// intern shares the values that recur across routes (see transform).
+	intern *interner
 }
 
 // New sets up the informers; Start runs them.
 func New(kube kubernetes.Interface, gw gwclient.Interface, scope Scope, trigger *Trigger) (*Cache, error) {
-	c := &Cache{Trigger: trigger, scope: scope, bound: map[types.NamespacedName]bool{}}
+	c := &Cache{Trigger: trigger, scope: scope, bound: map[types.NamespacedName]bool{}, intern: newInterner()}
 	for _, g := range scope.Gateways {
 		c.bound[g] = true
 	}
@@ -92,6 +97,14 @@ func New(kube kubernetes.Interface, gw gwclient.Interface, scope Scope, trigger 
 	gwTransform := gwinformers.WithTransform(c.transform)
 
 	core := kubeinformers.NewSharedInformerFactoryWithOptions(kube, resyncNever, transform)
+	// The numerous kinds are listed whole, never by namespace: without the
+	// factories' namespace index, which holds every object's key once more.
+	core.InformerFor(&corev1.Service{}, func(c kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
+		return coreinformers.NewServiceInformer(c, metav1.NamespaceAll, resync, cache.Indexers{})
+	})
+	core.InformerFor(&discoveryv1.EndpointSlice{}, func(c kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
+		return discoveryinformers.NewEndpointSliceInformer(c, metav1.NamespaceAll, resync, cache.Indexers{})
+	})
 	c.services = core.Core().V1().Services().Lister()
 	c.slices = core.Discovery().V1().EndpointSlices().Lister()
 	c.namespaces = core.Core().V1().Namespaces().Lister()
@@ -124,6 +137,12 @@ func New(kube kubernetes.Interface, gw gwclient.Interface, scope Scope, trigger 
 	}
 
 	all := gwinformers.NewSharedInformerFactoryWithOptions(gw, resyncNever, gwTransform)
+	all.InformerFor(&gwv1.HTTPRoute{}, func(c gwclient.Interface, resync time.Duration) cache.SharedIndexInformer {
+		return gwinformersv1.NewHTTPRouteInformer(c, metav1.NamespaceAll, resync, cache.Indexers{})
+	})
+	all.InformerFor(&gwv1.GRPCRoute{}, func(c gwclient.Interface, resync time.Duration) cache.SharedIndexInformer {
+		return gwinformersv1.NewGRPCRouteInformer(c, metav1.NamespaceAll, resync, cache.Indexers{})
+	})
 	v1 := all.Gateway().V1()
 	c.classes = v1.GatewayClasses().Lister()
 	c.httpRoutes = v1.HTTPRoutes().Lister()

@@ -12,7 +12,8 @@ import (
 
 // transform is the informers' transform: trim, then, for the kinds that
 // make up most of a cluster, a copy with only the fields konglet reads
-// (the rest of the decoded object becomes garbage at once). Services and
+// (the rest of the decoded object becomes garbage at once), and the values
+// that recur across HTTPRoutes and GRPCRoutes shared (interner). Services and
 // EndpointSlices are cached cluster-wide (a ClusterIP check reads every
 // Service), and routes that name no bound Gateway are kept as stubs: all
 // of them arrive through here, so what is kept is decided for each version
@@ -29,11 +30,13 @@ func (c *Cache) transform(obj any) (any, error) {
 	case *discoveryv1.EndpointSlice:
 		return c.slimEndpointSlice(o), nil
 	case *gwv1.HTTPRoute:
+		c.intern.httpRoute(o)
 		if !c.namesBound(o.Namespace, o.Spec.CommonRouteSpec) {
 			return &gwv1.HTTPRoute{ObjectMeta: o.ObjectMeta, Spec: gwv1.HTTPRouteSpec{CommonRouteSpec: o.Spec.CommonRouteSpec},
 				Status: gwv1.HTTPRouteStatus{RouteStatus: c.ownStatus(o.Status.RouteStatus)}}, nil
 		}
 	case *gwv1.GRPCRoute:
+		c.intern.grpcRoute(o)
 		if !c.namesBound(o.Namespace, o.Spec.CommonRouteSpec) {
 			return &gwv1.GRPCRoute{ObjectMeta: o.ObjectMeta, Spec: gwv1.GRPCRouteSpec{CommonRouteSpec: o.Spec.CommonRouteSpec},
 				Status: gwv1.GRPCRouteStatus{RouteStatus: c.ownStatus(o.Status.RouteStatus)}}, nil
@@ -109,31 +112,43 @@ func (c *Cache) ownStatus(st gwv1.RouteStatus) gwv1.RouteStatus {
 // slimService keeps what the translation reads: ports, type, addresses
 // (backends, ClusterIP ownership, the publish Service's addresses), the
 // upstream mode annotation, and the selector where the publish Service is
-// looked for.
+// looked for. It slims the decoded object in place rather than copying it:
+// a copy would be one more allocation of the large struct per Service, and
+// the decoded ones, freed between the copies kept, would leave the heap's
+// spans half empty.
 func (c *Cache) slimService(s *corev1.Service) *corev1.Service {
-	out := &corev1.Service{
-		ObjectMeta: slimMeta(s.ObjectMeta),
-		Spec: corev1.ServiceSpec{Type: s.Spec.Type, Ports: s.Spec.Ports, ClusterIP: s.Spec.ClusterIP, ClusterIPs: s.Spec.ClusterIPs,
-			ExternalName: s.Spec.ExternalName, ExternalIPs: s.Spec.ExternalIPs},
-		Status: corev1.ServiceStatus{LoadBalancer: s.Status.LoadBalancer},
-	}
-	if mode, ok := s.Annotations[snapshot.UpstreamModeAnnotation]; ok {
-		out.Annotations = map[string]string{snapshot.UpstreamModeAnnotation: mode}
+	annotations, selector := s.Annotations, s.Spec.Selector
+	s.ObjectMeta = slimMeta(s.ObjectMeta)
+	s.Spec = corev1.ServiceSpec{Type: s.Spec.Type, Ports: s.Spec.Ports, ClusterIP: s.Spec.ClusterIP, ClusterIPs: s.Spec.ClusterIPs,
+		ExternalName: s.Spec.ExternalName, ExternalIPs: s.Spec.ExternalIPs}
+	s.Status = corev1.ServiceStatus{LoadBalancer: s.Status.LoadBalancer}
+	if mode, ok := annotations[snapshot.UpstreamModeAnnotation]; ok {
+		s.Annotations = map[string]string{snapshot.UpstreamModeAnnotation: mode}
 	}
 	if s.Namespace == c.scope.PodNamespace {
-		out.Spec.Selector = s.Spec.Selector
+		s.Spec.Selector = selector
 	}
-	return out
+	s.Namespace = c.intern.str(s.Namespace)
+	for i := range s.Spec.Ports {
+		p := &s.Spec.Ports[i]
+		p.Name, p.Protocol, p.AppProtocol = c.intern.str(p.Name), corev1.Protocol(c.intern.str(string(p.Protocol))), internPtr(c.intern, p.AppProtocol)
+	}
+	return s
 }
 
 // slimEndpointSlice keeps addresses, ports and readiness, and the Pods
 // behind the endpoints only where the replicas of konglet's own Pod are
-// counted (the publish Service's slices).
+// counted (the publish Service's slices); in place, like slimService.
 func (c *Cache) slimEndpointSlice(es *discoveryv1.EndpointSlice) *discoveryv1.EndpointSlice {
-	out := &discoveryv1.EndpointSlice{ObjectMeta: slimMeta(es.ObjectMeta), AddressType: es.AddressType, Ports: es.Ports,
-		Endpoints: make([]discoveryv1.Endpoint, len(es.Endpoints))}
-	if svc, ok := es.Labels[discoveryv1.LabelServiceName]; ok {
-		out.Labels = map[string]string{discoveryv1.LabelServiceName: svc}
+	labels := es.Labels
+	es.ObjectMeta = slimMeta(es.ObjectMeta)
+	if svc, ok := labels[discoveryv1.LabelServiceName]; ok {
+		es.Labels = map[string]string{discoveryv1.LabelServiceName: svc}
+	}
+	es.Namespace = c.intern.str(es.Namespace)
+	for i := range es.Ports {
+		p := &es.Ports[i]
+		p.Name, p.Protocol, p.Port, p.AppProtocol = internPtr(c.intern, p.Name), internPtr(c.intern, p.Protocol), internPtr(c.intern, p.Port), internPtr(c.intern, p.AppProtocol)
 	}
 	refs := es.Namespace == c.scope.PodNamespace || es.Namespace == c.scope.PublishService.Namespace
 	for i, ep := range es.Endpoints {
@@ -142,9 +157,9 @@ func (c *Cache) slimEndpointSlice(es *discoveryv1.EndpointSlice) *discoveryv1.En
 		if refs && ep.TargetRef != nil {
 			slim.TargetRef = &corev1.ObjectReference{Kind: ep.TargetRef.Kind, Namespace: ep.TargetRef.Namespace, Name: ep.TargetRef.Name}
 		}
-		out.Endpoints[i] = slim
+		es.Endpoints[i] = slim
 	}
-	return out
+	return es
 }
 
 // slimMeta is the metadata the cache and konglet read of a Service or an

@@ -3,13 +3,20 @@ package informers
 import (
 	"reflect"
 	"testing"
+	"time"
+	"unsafe"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	kubeinformers "k8s.io/client-go/informers"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/cache"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gwfake "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned/fake"
+	gwinformers "sigs.k8s.io/gateway-api/pkg/client/informers/externalversions"
 
 	"github.com/konglet/konglet/sync/snapshot"
 )
@@ -31,7 +38,7 @@ func TestTrimKeepsWhatKongletReads(t *testing.T) {
 // slimCache is a Cache whose transform can be called without informers.
 func slimCache() *Cache {
 	return &Cache{scope: Scope{ControllerName: snapshot.DefaultControllerName, PodNamespace: "kong"},
-		bound: map[types.NamespacedName]bool{{Namespace: "kong", Name: "kong"}: true}}
+		bound: map[types.NamespacedName]bool{{Namespace: "kong", Name: "kong"}: true}, intern: newInterner()}
 }
 
 // TestTransformSlimsServicesAndEndpointSlices: the cached copies keep every
@@ -144,6 +151,117 @@ func TestTransformKeepsStubsOfRoutesOfOtherGateways(t *testing.T) {
 		}
 		if matters := c.mayMatter(r); matters != (tc.whole || tc.keepsOurs) {
 			t.Errorf("%s: mayMatter = %v", tc.name, matters)
+		}
+	}
+}
+
+// TestTransformSharesWhatRecursAcrossRoutes: two routes decoded apart come
+// out of the transform unchanged in value, pointing at one copy of what
+// they have in common.
+func TestTransformSharesWhatRecursAcrossRoutes(t *testing.T) {
+	c := slimCache()
+	route := func(name string) *gwv1.HTTPRoute {
+		parent := gwv1.ParentReference{Group: ptr(gwv1.Group(gwv1.GroupName)), Kind: ptr(gwv1.Kind("Gateway")), Namespace: ptr(gwv1.Namespace("kong")), Name: "kong"}
+		return &gwv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Namespace: string([]byte("app")), Name: name},
+			Spec: gwv1.HTTPRouteSpec{CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{parent}},
+				Rules: []gwv1.HTTPRouteRule{{
+					Matches: []gwv1.HTTPRouteMatch{{Path: &gwv1.HTTPPathMatch{Type: ptr(gwv1.PathMatchPathPrefix), Value: ptr("/")}}},
+					BackendRefs: []gwv1.HTTPBackendRef{{BackendRef: gwv1.BackendRef{Weight: ptr(int32(1)),
+						BackendObjectReference: gwv1.BackendObjectReference{Kind: ptr(gwv1.Kind("Service")), Name: gwv1.ObjectName(name), Port: ptr(gwv1.PortNumber(80))}}}},
+				}}},
+			Status: gwv1.HTTPRouteStatus{RouteStatus: gwv1.RouteStatus{Parents: []gwv1.RouteParentStatus{{ParentRef: parent,
+				ControllerName: gwv1.GatewayController(string([]byte(snapshot.DefaultControllerName))),
+				Conditions:     []metav1.Condition{{Type: string([]byte("Accepted")), Status: "True", Reason: "Accepted", Message: string([]byte("ok"))}}}}}}}
+	}
+	var got []*gwv1.HTTPRoute
+	for _, name := range []string{"a", "b"} {
+		in := route(name)
+		out, _ := c.transform(in.DeepCopy())
+		if !reflect.DeepEqual(out, in) {
+			t.Fatalf("route %s changed:\n got %+v\nwant %+v", name, out, in)
+		}
+		got = append(got, out.(*gwv1.HTTPRoute))
+	}
+	a, b := got[0], got[1]
+	rule := func(r *gwv1.HTTPRoute) gwv1.HTTPRouteRule { return r.Spec.Rules[0] }
+	same := map[string]bool{
+		"namespace":             unsafe.StringData(a.Namespace) == unsafe.StringData(b.Namespace),
+		"parentRef kind":        a.Spec.ParentRefs[0].Kind == b.Spec.ParentRefs[0].Kind,
+		"status parentRef kind": a.Status.Parents[0].ParentRef.Kind == b.Status.Parents[0].ParentRef.Kind,
+		"controller name":       unsafe.StringData(string(a.Status.Parents[0].ControllerName)) == unsafe.StringData(string(b.Status.Parents[0].ControllerName)),
+		"condition message":     unsafe.StringData(a.Status.Parents[0].Conditions[0].Message) == unsafe.StringData(b.Status.Parents[0].Conditions[0].Message),
+		"path type":             rule(a).Matches[0].Path.Type == rule(b).Matches[0].Path.Type,
+		"backend port":          rule(a).BackendRefs[0].Port == rule(b).BackendRefs[0].Port,
+		"backend weight":        rule(a).BackendRefs[0].Weight == rule(b).BackendRefs[0].Weight,
+	}
+	for what, shared := range same {
+		if !shared {
+			t.Errorf("%s not shared", what)
+		}
+	}
+}
+
+// TestTransformSharesWhatRecursAcrossBackends: Services and EndpointSlices
+// likewise share their namespace and port names, protocols and numbers.
+func TestTransformSharesWhatRecursAcrossBackends(t *testing.T) {
+	c := slimCache()
+	svc := func(name string) *corev1.Service {
+		return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: string([]byte("app")), Name: name},
+			Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: string([]byte("http")), Protocol: corev1.Protocol([]byte("TCP")), Port: 80}}}}
+	}
+	slice := func(name string) *discoveryv1.EndpointSlice {
+		return &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: string([]byte("app")), Name: name},
+			Ports: []discoveryv1.EndpointPort{{Name: ptr("http"), Protocol: ptr(corev1.ProtocolTCP), Port: ptr(int32(8080))}}}
+	}
+	sa, _ := c.transform(svc("a"))
+	sb, _ := c.transform(svc("b"))
+	ea, _ := c.transform(slice("a"))
+	eb, _ := c.transform(slice("b"))
+	a, b := sa.(*corev1.Service), sb.(*corev1.Service)
+	x, y := ea.(*discoveryv1.EndpointSlice), eb.(*discoveryv1.EndpointSlice)
+	if !reflect.DeepEqual(a.Spec.Ports, svc("a").Spec.Ports) || !reflect.DeepEqual(x.Ports, slice("a").Ports) {
+		t.Fatalf("ports changed: %+v %+v", a.Spec.Ports, x.Ports)
+	}
+	same := map[string]bool{
+		"Service namespace":       unsafe.StringData(a.Namespace) == unsafe.StringData(b.Namespace),
+		"Service port name":       unsafe.StringData(a.Spec.Ports[0].Name) == unsafe.StringData(b.Spec.Ports[0].Name),
+		"EndpointSlice namespace": unsafe.StringData(x.Namespace) == unsafe.StringData(a.Namespace),
+		"EndpointSlice port":      x.Ports[0].Name == y.Ports[0].Name && x.Ports[0].Port == y.Ports[0].Port && x.Ports[0].Protocol == y.Ports[0].Protocol,
+	}
+	for what, shared := range same {
+		if !shared {
+			t.Errorf("%s not shared", what)
+		}
+	}
+}
+
+// TestNumerousKindsHaveNoNamespaceIndex: the informers of Services,
+// EndpointSlices, HTTPRoutes and GRPCRoutes keep no index (the cache lists
+// them whole), which would hold every object's key once more.
+func TestNumerousKindsHaveNoNamespaceIndex(t *testing.T) {
+	c, err := New(kubefake.NewClientset(), gwfake.NewClientset(), Scope{ControllerName: snapshot.DefaultControllerName}, NewTrigger(time.Millisecond, time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var indexers map[string]cache.Indexers
+	for _, f := range c.factories {
+		switch f := f.(type) {
+		case kubeinformers.SharedInformerFactory:
+			indexers = map[string]cache.Indexers{"Service": f.Core().V1().Services().Informer().GetIndexer().GetIndexers(),
+				"EndpointSlice": f.Discovery().V1().EndpointSlices().Informer().GetIndexer().GetIndexers()}
+		case gwinformers.SharedInformerFactory:
+			if indexers != nil {
+				indexers["HTTPRoute"] = f.Gateway().V1().HTTPRoutes().Informer().GetIndexer().GetIndexers()
+				indexers["GRPCRoute"] = f.Gateway().V1().GRPCRoutes().Informer().GetIndexer().GetIndexers()
+			}
+		}
+	}
+	if len(indexers) != 4 {
+		t.Fatalf("informers found: %v", indexers)
+	}
+	for kind, ix := range indexers {
+		if len(ix) != 0 {
+			t.Errorf("%s informer has indexes %v", kind, ix)
 		}
 	}
 }

@@ -12,65 +12,69 @@ import (
 // heap until the next collection, which an idle process only gets from the
 // runtime's periodic GC every two minutes, and the runtime then returns the
 // freed pages to the system slowly: every replica of a fleet would sit at
-// its peak. So once a burst is over, konglet collects and returns the
-// memory at once (a full GC: tens of milliseconds with thousands of routes,
-// once per burst).
+// its peak. So once allocation goes quiet with garbage in the heap,
+// konglet collects and returns the memory at once (a full GC: tens of
+// milliseconds with thousands of routes). Garbage rather than a burst's
+// allocation decides: the status writes and scrapes that follow a sync add
+// garbage after the first quiet second, and the heap would keep it.
 const (
 	// releaseTick is how often allocation is sampled; a tick with less
-	// than idleBytes allocated is idle (keep-alives, metrics scrapes and
-	// Kong's hash poll allocate a little all the time).
+	// than idleBytes allocated is quiet (keep-alives, metrics scrapes and
+	// Kong's hash poll allocate a little all the time: a scrape of
+	// /metrics about 200 KB, so that even ten a second stay quiet).
 	releaseTick = time.Second
-	idleBytes   = 1 << 20
-	// burstBytes is the allocation in busy ticks since the last release
-	// that makes one worth it (a sync of 5,000 routes allocates about
-	// 10 MiB); a trickle is left to the runtime's own collections.
-	burstBytes = 8 << 20
+	idleBytes   = 4 << 20
+	// garbageBytes is the garbage that makes a release worth it (a sync
+	// of 5,000 routes leaves tens of MiB); less is left to the runtime's
+	// own collections.
+	garbageBytes = 8 << 20
 )
 
-// releaseWhenIdle returns freed memory to the system each time allocation
-// goes quiet after a burst of at least burstBytes (until ctx ends).
+// releaseWhenIdle returns freed memory to the system at each quiet tick
+// with at least garbageBytes of garbage in the heap (until ctx ends).
 func releaseWhenIdle(ctx context.Context) {
 	tick := time.NewTicker(releaseTick)
 	defer tick.Stop()
-	r := idleRelease{last: heapAllocated()}
+	s := heapSample()
+	r := idleRelease{last: s.allocated}
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
 		}
-		if r.observe(heapAllocated()) {
+		if r.observe(heapSample()) {
 			debug.FreeOSMemory()
 		}
 	}
 }
 
-// idleRelease tells, from the heap allocation sampled every tick, when to
-// release.
+// idleRelease tells, from the heap sampled every tick, when to release.
 type idleRelease struct {
-	last         uint64 // bytes allocated on the heap since the start, at the last tick
-	sinceRelease uint64 // allocated in busy ticks since the last release
+	last uint64 // bytes allocated on the heap since the start, at the last tick
+}
+
+// heap is one sample of the runtime's heap.
+type heap struct {
+	allocated uint64 // since the start
+	garbage   uint64 // in the heap: objects not live at the last GC (an estimate: some are new and live)
 }
 
 // observe takes one sample and tells whether to release now.
-func (r *idleRelease) observe(allocated uint64) bool {
-	delta := allocated - r.last
-	r.last = allocated
-	if delta >= idleBytes {
-		r.sinceRelease += delta
-		return false
-	}
-	if r.sinceRelease < burstBytes {
-		return false
-	}
-	r.sinceRelease = 0
-	return true
+func (r *idleRelease) observe(h heap) bool {
+	delta := h.allocated - r.last
+	r.last = h.allocated
+	return delta < idleBytes && h.garbage >= garbageBytes
 }
 
-// heapAllocated reads the runtime's cumulative heap allocation (cheap: no
-// stop-the-world, unlike runtime.ReadMemStats).
-func heapAllocated() uint64 {
-	sample := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
-	metrics.Read(sample)
-	return sample[0].Value.Uint64()
+// heapSample reads the runtime's heap metrics (cheap: no stop-the-world,
+// unlike runtime.ReadMemStats).
+func heapSample() heap {
+	s := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}, {Name: "/memory/classes/heap/objects:bytes"}, {Name: "/gc/heap/live:bytes"}}
+	metrics.Read(s)
+	h := heap{allocated: s[0].Value.Uint64()}
+	if objects, live := s[1].Value.Uint64(), s[2].Value.Uint64(); objects > live {
+		h.garbage = objects - live
+	}
+	return h
 }

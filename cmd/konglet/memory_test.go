@@ -2,17 +2,19 @@ package main
 
 import "testing"
 
-// TestReleaseWhenIdleOncePerBurst: memory is released at the first quiet
-// tick after a burst, once, and neither during the burst nor after a
-// trickle of small allocations or a burst too small to leave garbage.
-func TestReleaseWhenIdleOncePerBurst(t *testing.T) {
+// TestReleaseWhenQuietWithGarbage: memory is released at a quiet tick when
+// the heap holds enough garbage, whether a burst or a trickle left it, and
+// neither while allocation is busy nor with little garbage.
+func TestReleaseWhenQuietWithGarbage(t *testing.T) {
 	var r idleRelease
-	var allocated uint64
+	var h heap
 	releases := 0
-	step := func(n uint64) {
-		allocated += n
-		if r.observe(allocated) {
+	step := func(allocated, garbage uint64) {
+		h.allocated += allocated
+		h.garbage = garbage
+		if r.observe(h) {
 			releases++
+			h.garbage = 0 // the full GC collected it
 		}
 	}
 	expect := func(what string, want int) {
@@ -21,22 +23,23 @@ func TestReleaseWhenIdleOncePerBurst(t *testing.T) {
 			t.Fatalf("%s: %d releases, want %d", what, releases, want)
 		}
 	}
-	for range 4 { // a burst: 4 busy ticks
-		step(burstBytes / 2)
+	for i := range 4 { // a burst: 4 busy ticks
+		step(garbageBytes, uint64(i+1)*garbageBytes)
 	}
 	expect("during the burst", 0)
-	step(0)
+	step(0, 4*garbageBytes)
 	expect("at the first quiet tick", 1)
-	step(0)
+	step(0, 0)
 	expect("while idle", 1)
-	for range 100 { // a trickle, quiet ticks of half the idle threshold
-		step(idleBytes / 2)
+	for i := range 15 { // a trickle of quiet ticks, below garbageBytes in all
+		step(idleBytes/32, uint64(i+1)*idleBytes/32)
 	}
-	expect("after a trickle", 1)
-	step(burstBytes / 2)
-	step(0)
-	expect("after a small burst", 1)
-	step(burstBytes / 2)
-	step(idleBytes - 1)
-	expect("after a burst that reaches the threshold in two parts", 2)
+	expect("with little garbage", 1)
+	for range 2 * garbageBytes / (idleBytes / 2) { // the trickle goes on
+		if releases == 2 {
+			break
+		}
+		step(idleBytes/2, h.garbage+idleBytes/2)
+	}
+	expect("once a trickle left enough garbage", 2)
 }
