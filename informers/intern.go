@@ -9,8 +9,14 @@ import (
 
 // maxInterned bounds the values an interner keeps: the fields it is used
 // on take few distinct values (namespaces, kinds, condition reasons), and
-// a cluster that defeats that only loses the sharing.
-const maxInterned = 1 << 14
+// a cluster that defeats that only loses the sharing. maxInternedLen keeps
+// long strings (a condition message may take 32 KiB) out: the interner
+// outlives the objects, and 16,384 long messages written by whoever may
+// write a route's status would stay in memory for good.
+const (
+	maxInterned    = 1 << 14
+	maxInternedLen = 256
+)
 
 // interner shares the values that recur across routes: JSON decoding
 // gives every route its own copy of each string and of each pointer to
@@ -30,6 +36,9 @@ func newInterner() *interner {
 }
 
 func (in *interner) str(s string) string {
+	if len(s) > maxInternedLen {
+		return s
+	}
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	if v, ok := in.strs[s]; ok {

@@ -2,6 +2,7 @@ package informers
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 	"unsafe"
@@ -263,5 +264,20 @@ func TestNumerousKindsHaveNoNamespaceIndex(t *testing.T) {
 		if len(ix) != 0 {
 			t.Errorf("%s informer has indexes %v", kind, ix)
 		}
+	}
+}
+
+// TestInternerKeepsNoLongStrings: a long value (a condition message may be
+// 32 KiB) is not kept by the interner, which outlives the objects.
+func TestInternerKeepsNoLongStrings(t *testing.T) {
+	in := newInterner()
+	long := strings.Repeat("m", maxInternedLen+1)
+	if got := in.str(long); got != long {
+		t.Fatalf("str changed the value")
+	}
+	short := "Accepted"
+	in.str(short)
+	if _, kept := in.strs[long]; kept || len(in.strs) != 1 {
+		t.Errorf("the interner keeps %d strings (the long one: %v), want only the short one", len(in.strs), kept)
 	}
 }
