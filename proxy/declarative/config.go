@@ -44,6 +44,7 @@ type Service struct {
 	// TLS to the upstream (protocol https only): verify its certificate
 	// against CACertificates, present ClientCertificate.
 	TLSVerify         *bool     `json:"tls_verify,omitempty"`
+	TLSVerifyDepth    int       `json:"tls_verify_depth,omitempty"` // 0: nginx's default, 1
 	CACertificates    []string  `json:"ca_certificates,omitempty"`
 	ClientCertificate *EntityID `json:"client_certificate,omitempty"`
 	Tags              []string  `json:"tags,omitempty"`

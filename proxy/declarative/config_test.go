@@ -54,7 +54,7 @@ func TestMarshalMatchesEncodingJSON(t *testing.T) {
 		{FormatVersion: FormatVersion,
 			Services: []*Service{
 				{Name: "s", Host: "h"},
-				{Name: "tls", Protocol: "https", Host: "h", TLSVerify: &yes, CACertificates: []string{"a", odd}, ClientCertificate: &EntityID{ID: odd}},
+				{Name: "tls", Protocol: "https", Host: "h", TLSVerify: &yes, TLSVerifyDepth: 8, CACertificates: []string{"a", odd}, ClientCertificate: &EntityID{ID: odd}},
 				{Name: "tls-off", Protocol: "https", Host: "h", TLSVerify: &no, CACertificates: []string{}},
 				{Name: odd, Protocol: "grpc", Host: odd, Port: 8080, Path: "/p", ConnectTimeout: 1, ReadTimeout: 2,
 					WriteTimeout: 3, Retries: &retries, Tags: []string{"a", odd}, Routes: []*Route{

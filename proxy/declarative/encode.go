@@ -200,6 +200,7 @@ func (e *encoder) service(s *Service) {
 		e.intField("retries", int64(*s.Retries), false)
 	}
 	e.boolField("tls_verify", s.TLSVerify)
+	e.intField("tls_verify_depth", int64(s.TLSVerifyDepth), true)
 	e.strings("ca_certificates", s.CACertificates, true)
 	if s.ClientCertificate != nil {
 		e.field("client_certificate", false)

@@ -132,6 +132,11 @@ func byNamespacedName[T metav1.Object](a, b T) int {
 	return cmp.Or(cmp.Compare(a.GetNamespace(), b.GetNamespace()), cmp.Compare(a.GetName(), b.GetName()))
 }
 
+// backendVerifyDepth is the longest chain below a policy's CA that Kong
+// accepts: nginx's default (1) refuses a backend certificate issued by an
+// intermediate, which is how most PKIs issue them; the spec sets no bound.
+const backendVerifyDepth = 8
+
 // hostAsSNI tells an accepted policy's owner the one way Kong departs from
 // the spec: the backend is sent the hostname as Host, not the client's.
 const hostAsSNI = "served with the hostname as the Host header too: Kong 3.9 sends its upstream Host as the TLS server name, and cannot set them apart"

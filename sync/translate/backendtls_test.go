@@ -276,3 +276,60 @@ func TestBackendTLSRefusedCA(t *testing.T) {
 		t.Errorf("policy status %+v, want ResolvedRefs=False InvalidCACertificateRef with Kong's message", ancestors)
 	}
 }
+
+// TestBackendTLSThroughAnIntermediate: a backend whose certificate an
+// intermediate CA issued, under the policy's root, is verified (nginx's
+// default depth, 1, would refuse it).
+func TestBackendTLSThroughAnIntermediate(t *testing.T) {
+	issue := func(tmpl, parent *x509.Certificate, parentKey *ecdsa.PrivateKey) (*x509.Certificate, *ecdsa.PrivateKey, []byte) {
+		key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if parent == nil {
+			parent, parentKey = tmpl, key
+		}
+		tmpl.NotBefore, tmpl.NotAfter = time.Now().Add(-time.Hour), time.Now().Add(time.Hour)
+		der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &key.PublicKey, parentKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cert, _ := x509.ParseCertificate(der)
+		return cert, key, der
+	}
+	caTmpl := func(serial int64, name string) *x509.Certificate {
+		return &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: name}, IsCA: true,
+			BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
+	}
+	root, rootKey, rootDER := issue(caTmpl(1, "root"), nil, nil)
+	inter, interKey, interDER := issue(caTmpl(2, "intermediate"), root, rootKey)
+	_, leafKey, leafDER := issue(&x509.Certificate{SerialNumber: big.NewInt(3), Subject: pkix.Name{CommonName: "app.example.com"},
+		DNSNames: []string{"app.example.com"}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}, inter, interKey)
+	backend := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	backend.TLS = &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{leafDER, interDER}, PrivateKey: leafKey}}}
+	backend.StartTLS()
+	t.Cleanup(backend.Close)
+	rootPEM := string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: rootDER}))
+	_, clientCert, clientKey := pkiFor(t, "client")
+	res := translateObjects(t, backendTLSObjects(rootPEM, clientCert, clientKey, "app.example.com"), snapshot.RouterExpressions)
+	doc, err := declarativeJSON(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := kongdouble.New(kongdouble.Options{RouterFlavor: snapshot.RouterExpressions})
+	defer d.Close()
+	if status, body := load(d, doc); status != http.StatusCreated {
+		t.Fatalf("Kong refused: %d %s", status, body)
+	}
+	dp := kongdouble.NewDataPlane(d, func(target string) (string, bool) {
+		return backend.Listener.Addr().String(), target == "198.18.0.9:8443"
+	})
+	defer dp.Close()
+	proxy := httptest.NewServer(dp.Handler(8000, false))
+	defer proxy.Close()
+	r, err := http.Get(proxy.URL + "/app")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Body.Close()
+	if r.StatusCode != http.StatusOK {
+		t.Errorf("/app through an intermediate CA: %d, want 200", r.StatusCode)
+	}
+}

@@ -24,7 +24,7 @@ func (t *translator) emit(r route, rules []ruleResult, places []placement, clien
 		if len(rule.backends) > 0 && rule.backends[0].tls != nil {
 			// checkRuleTLS made every backend of the rule ask the same.
 			svc.Protocol, svc.Port = "https", 443
-			svc.TLSVerify, svc.CACertificates = &yes, rule.backends[0].tls.caIDs
+			svc.TLSVerify, svc.TLSVerifyDepth, svc.CACertificates = &yes, backendVerifyDepth, rule.backends[0].tls.caIDs
 			if clientCert != nil {
 				svc.ClientCertificate = &declarative.EntityID{ID: clientCert.ID}
 			}
