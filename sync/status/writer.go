@@ -10,6 +10,7 @@ import (
 	"maps"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -42,6 +43,8 @@ type Writer struct {
 	// included: routes' entries for a deleted set are still ours to remove.
 	setsMu      sync.Mutex
 	setGateways map[types.NamespacedName]types.NamespacedName
+	setsVersion int // counts changes of setGateways
+	settled     settledRoutes
 }
 
 // NewWriter returns a writer; now is the clock for lastTransitionTime; leads
@@ -60,9 +63,27 @@ func (w *Writer) listenerSetGateways(snap *snapshot.Snapshot) map[types.Namespac
 	w.setsMu.Lock()
 	defer w.setsMu.Unlock()
 	for _, ls := range snap.ListenerSets {
-		w.setGateways[types.NamespacedName{Namespace: ls.Namespace, Name: ls.Name}] = listenerSetGateway(ls)
+		key, gateway := types.NamespacedName{Namespace: ls.Namespace, Name: ls.Name}, listenerSetGateway(ls)
+		if old, ok := w.setGateways[key]; !ok || old != gateway {
+			w.setGateways[key] = gateway
+			w.setsVersion++
+		}
 	}
 	return maps.Clone(w.setGateways)
+}
+
+// ownership says what decides which routes' entries this writer owns: the
+// Gateways it leads and the ListenerSets it knows.
+func (w *Writer) ownership(controller string) string {
+	w.setsMu.Lock()
+	version := w.setsVersion
+	w.setsMu.Unlock()
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s/%d/", controller, version)
+	for _, g := range w.bound {
+		fmt.Fprintf(&b, "%t", w.leads(g))
+	}
+	return b.String()
 }
 
 // Leading tells whether this replica writes the statuses of any bound
@@ -115,21 +136,33 @@ func (w *Writer) Write(ctx context.Context, snap *snapshot.Snapshot, desired tra
 		}
 	}
 	owner := parentOwner{w: w, controller: snap.ControllerName, sets: w.listenerSetGateways(snap)}
+	w.settled.begin(w.ownership(snap.ControllerName))
+	defer w.settled.end()
 	v1 := w.client.GatewayV1()
 	for _, r := range snap.HTTPRoutes {
-		tasks = append(tasks, routeTask(owner, r, desired, now, v1.HTTPRoutes(r.Namespace)))
+		if t := routeTask(owner, r, desired, now, v1.HTTPRoutes); t != nil {
+			tasks = append(tasks, t)
+		}
 	}
 	for _, r := range snap.GRPCRoutes {
-		tasks = append(tasks, routeTask(owner, r, desired, now, v1.GRPCRoutes(r.Namespace)))
+		if t := routeTask(owner, r, desired, now, v1.GRPCRoutes); t != nil {
+			tasks = append(tasks, t)
+		}
 	}
 	for _, r := range snap.TLSRoutes {
-		tasks = append(tasks, routeTask(owner, r, desired, now, v1.TLSRoutes(r.Namespace)))
+		if t := routeTask(owner, r, desired, now, v1.TLSRoutes); t != nil {
+			tasks = append(tasks, t)
+		}
 	}
 	for _, r := range snap.TCPRoutes {
-		tasks = append(tasks, routeTask(owner, r, desired, now, v1.TCPRoutes(r.Namespace)))
+		if t := routeTask(owner, r, desired, now, v1.TCPRoutes); t != nil {
+			tasks = append(tasks, t)
+		}
 	}
 	for _, r := range snap.UDPRoutes {
-		tasks = append(tasks, routeTask(owner, r, desired, now, v1.UDPRoutes(r.Namespace)))
+		if t := routeTask(owner, r, desired, now, v1.UDPRoutes); t != nil {
+			tasks = append(tasks, t)
+		}
 	}
 	for _, p := range snap.BackendTLSPolicies {
 		var want []gwv1.PolicyAncestorStatus
@@ -145,8 +178,23 @@ func (w *Writer) Write(ctx context.Context, snap *snapshot.Snapshot, desired tra
 	return run(ctx, tasks)
 }
 
-func routeTask[T any, P routeObject[T]](owner parentOwner, current P, desired translate.Status, now metav1.Time, api routeClient[P]) task {
-	return func(ctx context.Context) (bool, error) { return writeRoute(ctx, owner, current, desired, now, api) }
+// routeTask writes a route's entries, or is nil when the route is settled:
+// the object and its desired entries are those the last pass left right.
+func routeTask[T any, P routeObject[T], C routeClient[P]](owner parentOwner, current P, desired translate.Status, now metav1.Time, client func(string) C) task {
+	kind := reflect.TypeFor[T]().Name()
+	ns, name := current.GetNamespace(), current.GetName()
+	key := kind + "/" + ns + "/" + name
+	entries := desired.Routes[translate.ObjectRef{Group: gwv1.GroupName, Kind: kind, Namespace: ns, Name: name}]
+	if owner.w.settled.keep(key, current.GetResourceVersion(), entries) {
+		return nil
+	}
+	return func(ctx context.Context) (bool, error) {
+		wrote, err := writeRoute(ctx, owner, current, entries, now, client(ns))
+		if err == nil {
+			owner.w.settled.set(key, owner.w.seen.version(key, current.GetResourceVersion()), entries)
+		}
+		return wrote, err
+	}
 }
 
 // run runs the tasks, writeParallel at a time, and counts the writes.
@@ -195,12 +243,12 @@ type routeClient[P any] interface {
 
 // writeRoute replaces this replica's entries in a route's status.parents
 // with the desired ones, keeping everyone else's.
-func writeRoute[T any, P routeObject[T]](ctx context.Context, owner parentOwner, current P, desired translate.Status,
+func writeRoute[T any, P routeObject[T]](ctx context.Context, owner parentOwner, current P, entries []gwv1.RouteParentStatus,
 	now metav1.Time, api routeClient[P]) (bool, error) {
 	kind := reflect.TypeFor[T]().Name()
 	ns, name := current.GetNamespace(), current.GetName()
 	var want []gwv1.RouteParentStatus
-	for _, p := range desired.Routes[translate.ObjectRef{Group: gwv1.GroupName, Kind: kind, Namespace: ns, Name: name}] {
+	for _, p := range entries {
 		if owner.owns(ns, p.ParentRef) {
 			want = append(want, p)
 		}
@@ -322,6 +370,75 @@ func (v *versions) set(key, rv string) {
 		v.rv = map[string]string{}
 	}
 	v.rv[key] = rv
+}
+
+// version is the version last written or read, else cached.
+func (v *versions) version(key, cached string) string {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if last, ok := v.rv[key]; ok {
+		return last
+	}
+	return cached
+}
+
+// settledRoutes remember, per route, the version of the object and the
+// desired entries that the last pass wrote or found nothing to write for.
+// The leader passes every route after each sync, and merging each status
+// again cost milliseconds per thousand routes; an unchanged route's
+// entries are the very slice the translation's Memo handed back before
+// (kept here, so its memory cannot be reused by another). A change of what
+// the writer owns (leadership, ListenerSets) forgets them all; routes not
+// passed are dropped at the end of a pass.
+type settledRoutes struct {
+	mu        sync.Mutex
+	ownership string
+	last      map[string]settledRoute
+	next      map[string]settledRoute
+}
+
+type settledRoute struct {
+	version string
+	entries []gwv1.RouteParentStatus
+}
+
+func (s *settledRoutes) begin(ownership string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ownership != s.ownership {
+		s.ownership, s.last = ownership, nil
+	}
+	s.next = make(map[string]settledRoute, len(s.last))
+}
+
+// keep tells whether the route is settled at this version with these
+// entries, and keeps it so for the next pass.
+func (s *settledRoutes) keep(key, version string, entries []gwv1.RouteParentStatus) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.last[key]
+	if !ok || r.version != version || !sameSlice(r.entries, entries) {
+		return false
+	}
+	s.next[key] = r
+	return true
+}
+
+func (s *settledRoutes) set(key, version string, entries []gwv1.RouteParentStatus) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.next[key] = settledRoute{version, entries}
+}
+
+func (s *settledRoutes) end() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.last, s.next = s.next, nil
+}
+
+// sameSlice tells whether a and b are the same slice, not equal ones.
+func sameSlice[T any](a, b []T) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
 
 func (v *versions) forget(key string) {

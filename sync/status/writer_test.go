@@ -220,3 +220,59 @@ func TestWriterWritesTheGatewaysAttachedListenerSets(t *testing.T) {
 		t.Fatalf("attachedListenerSets = %v, want 2", n)
 	}
 }
+
+// TestWriterPassesOverSettledRoutesOnly: a route the last pass left right
+// is passed over while its object and its desired entries (the same slice)
+// stay the same; a new version of the object, new entries, or a change of
+// what the writer leads brings it back into the pass.
+func TestWriterPassesOverSettledRoutesOnly(t *testing.T) {
+	a := []gwv1.RouteParentStatus{parent(ours, "gw", metav1.ConditionTrue, t0)}
+	cached := routeWith(a...)
+	client := fake.NewClientset(cached)
+	leading := true
+	w := NewWriter(client, []types.NamespacedName{bound, {Namespace: "kong", Name: "other"}},
+		func(g types.NamespacedName) bool { return g == bound && leading || g.Name == "other" }, func() time.Time { return t1 })
+	pass := func(route *gwv1.HTTPRoute, want []gwv1.RouteParentStatus) int {
+		t.Helper()
+		desired := translate.Status{Routes: map[translate.ObjectRef][]gwv1.RouteParentStatus{routeRef: want}}
+		res, err := w.Write(context.Background(), &snapshot.Snapshot{ControllerName: ours, HTTPRoutes: []*gwv1.HTTPRoute{route}}, desired)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Writes
+	}
+	if n := pass(cached, a); n != 0 {
+		t.Fatalf("first pass wrote %d, want 0 (the status is already right)", n)
+	}
+	// Someone else removed konglet's entry: a new version, the same entries.
+	changed := routeWith()
+	changed.ResourceVersion = "7"
+	if _, err := client.GatewayV1().HTTPRoutes("app").UpdateStatus(context.Background(), changed, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if n := pass(changed, a); n != 1 || len(stored(t, client).Status.Parents) != 1 {
+		t.Fatalf("a new version of a settled route: %d writes, entries %+v; want ours written back", n, stored(t, client).Status.Parents)
+	}
+	current := stored(t, client)
+	if n := pass(current, a); n != 0 {
+		t.Fatalf("settled again: %d writes", n)
+	}
+	// New entries for the same object.
+	b := []gwv1.RouteParentStatus{parent(ours, "gw", metav1.ConditionFalse, t0)}
+	if n := pass(current, b); n != 1 || stored(t, client).Status.Parents[0].Conditions[0].Status != metav1.ConditionFalse {
+		t.Fatalf("new entries: %d writes; want them written", n)
+	}
+	// Leadership of the route's Gateway lost: its entries are no longer
+	// ours to write, whatever the last pass settled.
+	current = stored(t, client)
+	leading = false
+	if n := pass(current, a); n != 0 || stored(t, client).Status.Parents[0].Conditions[0].Status != metav1.ConditionFalse {
+		t.Fatalf("without the lead: %d writes; want none", n)
+	}
+	// The lead back: the same object and the same entries as the pass
+	// without it, which settled nothing for this writer to write.
+	leading = true
+	if n := pass(current, a); n != 1 || stored(t, client).Status.Parents[0].Conditions[0].Status != metav1.ConditionTrue {
+		t.Fatalf("the lead back: %d writes; want the entries written", n)
+	}
+}
