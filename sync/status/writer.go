@@ -136,8 +136,7 @@ func (w *Writer) Write(ctx context.Context, snap *snapshot.Snapshot, desired tra
 		}
 	}
 	owner := parentOwner{w: w, controller: snap.ControllerName, sets: w.listenerSetGateways(snap)}
-	w.settled.begin(w.ownership(snap.ControllerName))
-	defer w.settled.end()
+	owner.pass = w.settled.begin(w.ownership(snap.ControllerName))
 	v1 := w.client.GatewayV1()
 	for _, r := range snap.HTTPRoutes {
 		if t := routeTask(owner, r, desired, now, v1.HTTPRoutes); t != nil {
@@ -185,13 +184,13 @@ func routeTask[T any, P routeObject[T], C routeClient[P]](owner parentOwner, cur
 	ns, name := current.GetNamespace(), current.GetName()
 	key := kind + "/" + ns + "/" + name
 	entries := desired.Routes[translate.ObjectRef{Group: gwv1.GroupName, Kind: kind, Namespace: ns, Name: name}]
-	if owner.w.settled.keep(key, current.GetResourceVersion(), entries) {
+	if owner.w.settled.keep(owner.pass, key, current.GetResourceVersion(), entries) {
 		return nil
 	}
 	return func(ctx context.Context) (bool, error) {
 		wrote, err := writeRoute(ctx, owner, current, entries, now, client(ns))
 		if err == nil {
-			owner.w.settled.set(key, owner.w.seen.version(key, current.GetResourceVersion()), entries)
+			owner.w.settled.set(owner.pass, key, owner.w.seen.version(key, current.GetResourceVersion()), entries)
 		}
 		return wrote, err
 	}
@@ -383,57 +382,69 @@ func (v *versions) version(key, cached string) string {
 }
 
 // settledRoutes remember, per route, the version of the object and the
-// desired entries that the last pass wrote or found nothing to write for.
-// The leader passes every route after each sync, and merging each status
-// again cost milliseconds per thousand routes; an unchanged route's
-// entries are the very slice the translation's Memo handed back before
-// (kept here, so its memory cannot be reused by another). A change of what
-// the writer owns (leadership, ListenerSets) forgets them all; routes not
-// passed are dropped at the end of a pass.
+// desired entries that a pass wrote or found nothing to write for. The
+// leader passes every route after each sync, and merging each status again
+// cost milliseconds per thousand routes; an unchanged route's entries are
+// the very slice the translation's Memo handed back before (kept here, so
+// its memory cannot be reused by another). A change of what the writer owns
+// (leadership, ListenerSets) forgets them all; a route not passed for
+// forgetAfter passes is forgotten. Writes may run at once (passes over
+// parts of the routes), hence the lock and no per-pass state.
 type settledRoutes struct {
 	mu        sync.Mutex
 	ownership string
-	last      map[string]settledRoute
-	next      map[string]settledRoute
+	pass      uint64
+	routes    map[string]settledRoute
 }
 
 type settledRoute struct {
 	version string
 	entries []gwv1.RouteParentStatus
+	pass    uint64 // the last pass that found it settled or settled it
 }
 
-func (s *settledRoutes) begin(ownership string) {
+// forgetAfter is how many passes a settled route is kept without being
+// passed (a deleted route's entry goes then).
+const forgetAfter = 64
+
+// begin starts a pass and returns its number.
+func (s *settledRoutes) begin(ownership string) uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if ownership != s.ownership {
-		s.ownership, s.last = ownership, nil
+	s.pass++
+	if ownership != s.ownership || s.routes == nil {
+		s.ownership, s.routes = ownership, map[string]settledRoute{}
 	}
-	s.next = make(map[string]settledRoute, len(s.last))
+	if s.pass%forgetAfter == 0 {
+		for key, r := range s.routes {
+			if r.pass+forgetAfter < s.pass {
+				delete(s.routes, key)
+			}
+		}
+	}
+	return s.pass
 }
 
 // keep tells whether the route is settled at this version with these
-// entries, and keeps it so for the next pass.
-func (s *settledRoutes) keep(key, version string, entries []gwv1.RouteParentStatus) bool {
+// entries, and keeps it so.
+func (s *settledRoutes) keep(pass uint64, key, version string, entries []gwv1.RouteParentStatus) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r, ok := s.last[key]
+	r, ok := s.routes[key]
 	if !ok || r.version != version || !sameSlice(r.entries, entries) {
 		return false
 	}
-	s.next[key] = r
+	r.pass = pass
+	s.routes[key] = r
 	return true
 }
 
-func (s *settledRoutes) set(key, version string, entries []gwv1.RouteParentStatus) {
+func (s *settledRoutes) set(pass uint64, key, version string, entries []gwv1.RouteParentStatus) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.next[key] = settledRoute{version, entries}
-}
-
-func (s *settledRoutes) end() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.last, s.next = s.next, nil
+	if s.routes != nil {
+		s.routes[key] = settledRoute{version, entries, pass}
+	}
 }
 
 // sameSlice tells whether a and b are the same slice, not equal ones.
@@ -564,6 +575,7 @@ type parentOwner struct {
 	w          *Writer
 	controller string
 	sets       map[types.NamespacedName]types.NamespacedName // ListenerSet -> its Gateway
+	pass       uint64                                        // the writer's pass over the routes
 }
 
 func (o parentOwner) owns(routeNamespace string, ref gwv1.ParentReference) bool {

@@ -2,7 +2,9 @@ package status
 
 import (
 	"context"
+	"fmt"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -274,5 +276,53 @@ func TestWriterPassesOverSettledRoutesOnly(t *testing.T) {
 	leading = true
 	if n := pass(current, a); n != 1 || stored(t, client).Status.Parents[0].Conditions[0].Status != metav1.ConditionTrue {
 		t.Fatalf("the lead back: %d writes; want the entries written", n)
+	}
+}
+
+// TestWriterTakesPassesAtOnce: passes over parts of the routes may run at
+// once (the bench settles thousands of statuses that way).
+func TestWriterTakesPassesAtOnce(t *testing.T) {
+	var routes []runtime.Object
+	desired := translate.Status{Routes: map[translate.ObjectRef][]gwv1.RouteParentStatus{}}
+	const n, shards = 64, 8
+	parts := make([]*snapshot.Snapshot, shards)
+	for i := range n {
+		r := routeWith()
+		r.Name = fmt.Sprintf("r%d", i)
+		routes = append(routes, r)
+		desired.Routes[translate.ObjectRef{Group: gwv1.GroupName, Kind: "HTTPRoute", Namespace: "app", Name: r.Name}] =
+			[]gwv1.RouteParentStatus{parent(ours, "gw", metav1.ConditionTrue, t0)}
+		if parts[i%shards] == nil {
+			parts[i%shards] = &snapshot.Snapshot{ControllerName: ours}
+		}
+		parts[i%shards].HTTPRoutes = append(parts[i%shards].HTTPRoutes, r)
+	}
+	client := fake.NewClientset(routes...)
+	w := NewWriter(client, []types.NamespacedName{bound}, nil, func() time.Time { return t1 })
+	for _, want := range []int{n, 0} { // the second time, every route is as desired
+		var wg sync.WaitGroup
+		writes := make([]int, shards)
+		for s, part := range parts {
+			wg.Go(func() {
+				res, err := w.Write(context.Background(), part, desired)
+				if err != nil {
+					t.Error(err)
+				}
+				writes[s] = res.Writes
+			})
+		}
+		wg.Wait()
+		total := 0
+		for _, n := range writes {
+			total += n
+		}
+		if total != want {
+			t.Fatalf("%d writes, want %d", total, want)
+		}
+		for _, part := range parts {
+			for i, r := range part.HTTPRoutes {
+				part.HTTPRoutes[i], _ = client.GatewayV1().HTTPRoutes("app").Get(context.Background(), r.Name, metav1.GetOptions{})
+			}
+		}
 	}
 }
