@@ -127,11 +127,7 @@ spec:
 
 func translateObjects(t *testing.T, objects, flavor string) translate.Result {
 	t.Helper()
-	var objs snapshot.Objects
-	if err := objs.Decode(strings.NewReader(objects), "test"); err != nil {
-		t.Fatal(err)
-	}
-	return translate.Translate(objs.Build(snapshot.DefaultControllerName, nil, types.NamespacedName{Namespace: "kong", Name: "kong-proxy"}, snapshot.DefaultKong(flavor)), nil)
+	return translate.Translate(buildSnapshot(t, objects, types.NamespacedName{Namespace: "kong", Name: "kong-proxy"}, snapshot.DefaultKong(flavor)), nil)
 }
 
 // TestBackendTLSThroughKong: the translation, loaded into the Kong double,
@@ -260,11 +256,7 @@ func TestBackendTLSConfigMaps(t *testing.T) {
 func TestBackendTLSRefusedCA(t *testing.T) {
 	caPEM, _, _ := pkiFor(t, "app.example.com")
 	_, clientCert, clientKey := pkiFor(t, "client")
-	var objs snapshot.Objects
-	if err := objs.Decode(strings.NewReader(backendTLSObjects(caPEM, clientCert, clientKey, "app.example.com")), "test"); err != nil {
-		t.Fatal(err)
-	}
-	snap := objs.Build(snapshot.DefaultControllerName, nil, types.NamespacedName{Namespace: "kong", Name: "kong-proxy"}, snapshot.DefaultKong(snapshot.RouterExpressions))
+	snap := buildSnapshot(t, backendTLSObjects(caPEM, clientCert, clientKey, "app.example.com"), types.NamespacedName{Namespace: "kong", Name: "kong-proxy"}, snapshot.DefaultKong(snapshot.RouterExpressions))
 	refused := translate.Refusals{{Kind: "ConfigMap", Namespace: "kong", Name: "ca"}: `certificate expired, "Not After" time is in the past`}
 	res := translate.Translate(snap, refused)
 	if len(res.Config.CACertificates) != 0 {

@@ -73,12 +73,8 @@ spec:
   - {name: first, protocol: HTTPS, port: 443, hostname: secure.example.com, tls: {certificateRefs: [{name: ec}, {name: rsa}, {name: ec2}]}}
   - {name: second, protocol: HTTPS, port: 8443, hostname: secure.example.com, tls: {certificateRefs: [{name: other}]}}
 ` + tlsSecret(t, "ec", ec()) + tlsSecret(t, "rsa", rsaKey) + tlsSecret(t, "ec2", ec()) + tlsSecret(t, "other", ec())
-	var objs snapshot.Objects
-	if err := objs.Decode(strings.NewReader(objects), "certs"); err != nil {
-		t.Fatal(err)
-	}
 	for _, flavor := range []string{snapshot.RouterExpressions, snapshot.RouterTraditionalCompat} {
-		res := translate.Translate(objs.Build(snapshot.DefaultControllerName, nil, types.NamespacedName{}, snapshot.DefaultKong(flavor)), nil)
+		res := translate.Translate(buildSnapshot(t, objects, types.NamespacedName{}, snapshot.DefaultKong(flavor)), nil)
 		if len(res.Config.Certificates) != 1 || res.Config.Certificates[0].CertAlt == "" || len(res.Config.Certificates[0].SNIs) != 1 {
 			t.Fatalf("%s: certificates %+v, want one with an alternative", flavor, res.Config.Certificates)
 		}

@@ -74,14 +74,10 @@ func TestDestinationPortMatching(t *testing.T) {
 	for _, flavor := range []string{snapshot.RouterExpressions, snapshot.RouterTraditionalCompat} {
 		t.Run(flavor, func(t *testing.T) {
 			expressions := flavor == snapshot.RouterExpressions
-			var objs snapshot.Objects
-			if err := objs.Decode(strings.NewReader(destPortObjects), "destport"); err != nil {
-				t.Fatal(err)
-			}
 			kong := snapshot.DefaultKong(flavor)
 			kong.ProxyListens = append(kong.ProxyListens, snapshot.Listen{Port: 8001})
 			kong.PortMaps[8080] = 8001
-			res := translate.Translate(objs.Build(snapshot.DefaultControllerName, nil, types.NamespacedName{Namespace: "kong", Name: "kong-proxy"}, kong), nil)
+			res := translate.Translate(buildSnapshot(t, destPortObjects, types.NamespacedName{Namespace: "kong", Name: "kong-proxy"}, kong), nil)
 			claimed(t, res, features.SupportHTTPRouteDestinationPortMatching, expressions)
 
 			accepted := func(name string) metav1.Condition {

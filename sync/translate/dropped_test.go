@@ -20,11 +20,7 @@ func TestFieldsNotServedAreSaid(t *testing.T) {
 		route("ns", "timeout", "", "[]", "  - timeouts: {request: 5s}\n"+backend) +
 		route("ns", "half", "", "[]", "  - backendRefs: [{name: app, port: 80}, {name: missing, port: 80}]\n") +
 		route("ns", "named", "", "[]", "  - name: checkout\n    backendRefs: [{name: missing, port: 80}]\n")
-	var objs snapshot.Objects
-	if err := objs.Decode(strings.NewReader(objects), "dropped"); err != nil {
-		t.Fatal(err)
-	}
-	res := translate.Translate(objs.Build(snapshot.DefaultControllerName, nil, types.NamespacedName{}, snapshot.DefaultKong(snapshot.RouterExpressions)), nil)
+	res := translate.Translate(buildSnapshot(t, objects, types.NamespacedName{}, snapshot.DefaultKong(snapshot.RouterExpressions)), nil)
 	conditionOf := func(name, typ string) string {
 		ref := translate.ObjectRef{Group: gwv1.GroupName, Kind: "HTTPRoute", Namespace: "ns", Name: name}
 		for _, p := range res.Status.Routes[ref] {
@@ -74,11 +70,7 @@ spec:
 		{"[{type: Hostname, value: gw.example.com}]", "True Accepted", "False AddressNotAssigned"},
 		{"[{type: example.com/pool, value: a}]", "False UnsupportedAddress", "False Invalid"},
 	} {
-		var objs snapshot.Objects
-		if err := objs.Decode(strings.NewReader(base+"  addresses: "+c.addresses+"\n"), "addresses"); err != nil {
-			t.Fatal(err)
-		}
-		res := translate.Translate(objs.Build(snapshot.DefaultControllerName, nil, types.NamespacedName{Namespace: "ns", Name: "kong-proxy"}, snapshot.DefaultKong(snapshot.RouterExpressions)), nil)
+		res := translate.Translate(buildSnapshot(t, base+"  addresses: "+c.addresses+"\n", types.NamespacedName{Namespace: "ns", Name: "kong-proxy"}, snapshot.DefaultKong(snapshot.RouterExpressions)), nil)
 		got := map[string]string{}
 		for _, cond := range res.Status.Gateways[types.NamespacedName{Namespace: "ns", Name: "gw"}].Conditions {
 			got[cond.Type] = string(cond.Status) + " " + cond.Reason
@@ -120,11 +112,7 @@ spec:
   parentRefs: [{name: shared, sectionName: http}, {kind: ListenerSet, name: shared, sectionName: http}]
   rules: [{backendRefs: [{name: app, port: 80}]}]
 `
-	var objs snapshot.Objects
-	if err := objs.Decode(strings.NewReader(objects), "kinds"); err != nil {
-		t.Fatal(err)
-	}
-	res := translate.Translate(objs.Build(snapshot.DefaultControllerName, nil, types.NamespacedName{}, snapshot.DefaultKong(snapshot.RouterExpressions)), nil)
+	res := translate.Translate(buildSnapshot(t, objects, types.NamespacedName{}, snapshot.DefaultKong(snapshot.RouterExpressions)), nil)
 	parents := res.Status.Routes[translate.ObjectRef{Group: gwv1.GroupName, Kind: "HTTPRoute", Namespace: "ns", Name: "both"}]
 	if len(parents) != 2 {
 		t.Fatalf("%d parent statuses, want 2: %+v", len(parents), parents)
@@ -160,13 +148,9 @@ spec:
 	}
 	var memo translate.Memo
 	for _, c := range []struct{ grpcHost, want string }{{"api.example.com", "False"}, {"api.example.org", "True"}} {
-		var objs snapshot.Objects
-		if err := objs.Decode(strings.NewReader(precedenceBase+http+grpc(c.grpcHost)), "kinds"); err != nil {
-			t.Fatal(err)
-		}
 		kong := snapshot.DefaultKong(snapshot.RouterExpressions)
 		kong.ProxyListens[0].HTTP2 = true
-		snap := objs.Build(snapshot.DefaultControllerName, nil, types.NamespacedName{}, kong)
+		snap := buildSnapshot(t, precedenceBase+http+grpc(c.grpcHost), types.NamespacedName{}, kong)
 		for _, res := range []translate.Result{translate.Translate(snap, nil), memo.Translate(snap, nil)} {
 			if got := accepted(res, "HTTPRoute", "web"); got != "True" {
 				t.Errorf("GRPCRoute for %s: HTTPRoute Accepted %s", c.grpcHost, got)

@@ -132,3 +132,14 @@ func lineDiff(want, got string) string {
 	}
 	return b.String()
 }
+
+// buildSnapshot decodes objects (YAML) into the snapshot a konglet serving
+// through the publish Service would take of them, for kong.
+func buildSnapshot(t testing.TB, objects string, publish types.NamespacedName, kong snapshot.Kong) *snapshot.Snapshot {
+	t.Helper()
+	var objs snapshot.Objects
+	if err := objs.Decode(strings.NewReader(objects), "test"); err != nil {
+		t.Fatal(err)
+	}
+	return objs.Build(snapshot.DefaultControllerName, nil, publish, kong)
+}

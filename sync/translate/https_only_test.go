@@ -56,11 +56,7 @@ func TestHTTPSOnlyRoutesStayOffPlainHTTP(t *testing.T) {
 	secret := secureSecret(t)
 	for _, flavor := range []string{snapshot.RouterExpressions, snapshot.RouterTraditionalCompat} {
 		t.Run(flavor, func(t *testing.T) {
-			var objs snapshot.Objects
-			if err := objs.Decode(strings.NewReader(httpsOnlyObjects+"---\n"+secret), "https-only"); err != nil {
-				t.Fatal(err)
-			}
-			res := translate.Translate(objs.Build(snapshot.DefaultControllerName, nil, types.NamespacedName{Namespace: "kong", Name: "kong-proxy"}, snapshot.DefaultKong(flavor)), nil)
+			res := translate.Translate(buildSnapshot(t, httpsOnlyObjects+"---\n"+secret, types.NamespacedName{Namespace: "kong", Name: "kong-proxy"}, snapshot.DefaultKong(flavor)), nil)
 			doc, err := declarativeJSON(res)
 			if err != nil {
 				t.Fatal(err)

@@ -134,13 +134,9 @@ func checkIsolation(t *testing.T, flavor string) {
 
 func isolationSnapshot(t *testing.T, kong snapshot.Kong) *snapshot.Snapshot {
 	t.Helper()
-	var objs snapshot.Objects
-	if err := objs.Decode(strings.NewReader(isolationInput), "isolation"); err != nil {
-		t.Fatal(err)
-	}
 	kong.ProxyListens = append(kong.ProxyListens, snapshot.Listen{Port: 8001})
 	kong.PortMaps = map[int]int{80: 8000, 8080: 8001, 443: 8443}
-	return objs.Build(snapshot.DefaultControllerName, nil, types.NamespacedName{Namespace: "ns", Name: "kong-proxy"}, kong)
+	return buildSnapshot(t, isolationInput, types.NamespacedName{Namespace: "ns", Name: "kong-proxy"}, kong)
 }
 
 // TestIsolationNeedsLua: where Kong cannot run the Host normalizer, konglet

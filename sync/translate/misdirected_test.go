@@ -75,11 +75,7 @@ func misdirectedKong(flavor string) snapshot.Kong {
 
 func misdirectedResult(t *testing.T, kong snapshot.Kong) translate.Result {
 	t.Helper()
-	var objs snapshot.Objects
-	if err := objs.Decode(strings.NewReader(misdirectedObjects+"---\n"+secureSecret(t)), "misdirected"); err != nil {
-		t.Fatal(err)
-	}
-	return translate.Translate(objs.Build(snapshot.DefaultControllerName, nil, types.NamespacedName{Namespace: "kong", Name: "kong-proxy"}, kong), nil)
+	return translate.Translate(buildSnapshot(t, misdirectedObjects+"---\n"+secureSecret(t), types.NamespacedName{Namespace: "kong", Name: "kong-proxy"}, kong), nil)
 }
 
 func misdirectedDouble(t *testing.T, flavor string, res translate.Result) *kongdouble.Double {

@@ -59,14 +59,10 @@ spec:
 func TestListenerPortsFollowKong(t *testing.T) {
 	for _, flavor := range []string{snapshot.RouterExpressions, snapshot.RouterTraditionalCompat} {
 		t.Run(flavor, func(t *testing.T) {
-			var objs snapshot.Objects
-			if err := objs.Decode(strings.NewReader(portsObjects), "ports"); err != nil {
-				t.Fatal(err)
-			}
 			kong := snapshot.DefaultKong(flavor)
 			kong.ProxyListens = []snapshot.Listen{{Port: 8000}, {Port: 8001}}
 			kong.PortMaps = map[int]int{80: 8000}
-			res := translate.Translate(objs.Build(snapshot.DefaultControllerName, nil, types.NamespacedName{Namespace: "kong", Name: "kong-proxy"}, kong), nil)
+			res := translate.Translate(buildSnapshot(t, portsObjects, types.NamespacedName{Namespace: "kong", Name: "kong-proxy"}, kong), nil)
 			doc, err := declarativeJSON(res)
 			if err != nil {
 				t.Fatal(err)

@@ -104,15 +104,11 @@ spec:
   rules: [{matches: [{path: {value: /c}}], filters: [{type: CORS, cors: {allowOrigins: ["https://a.example"]}}]}]
 `
 	for _, lua := range []bool{true, false} {
-		var objs snapshot.Objects
-		if err := objs.Decode(strings.NewReader(in), "in"); err != nil {
-			t.Fatal(err)
-		}
 		kong := snapshot.DefaultKong(snapshot.RouterExpressions)
 		if !lua {
 			kong.UntrustedLua = "off"
 		}
-		res := translate.Translate(objs.Build(snapshot.DefaultControllerName, nil, types.NamespacedName{}, kong), nil)
+		res := translate.Translate(buildSnapshot(t, in, types.NamespacedName{}, kong), nil)
 		checkRouteLua(t, res.Config)
 		plugins := map[string]string{}
 		for _, s := range res.Config.Services {

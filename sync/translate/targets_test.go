@@ -170,11 +170,7 @@ spec:
   parentRefs: [{name: gw, namespace: kong}]
   rules: [{backendRefs: [{name: stream, namespace: team-b, port: 5432}, {name: literal, port: 1}, {name: db, namespace: team-b, port: 5432}]}]
 `
-	var objs snapshot.Objects
-	if err := objs.Decode(strings.NewReader(input), "input"); err != nil {
-		t.Fatal(err)
-	}
-	snap := objs.Build(snapshot.DefaultControllerName, nil, publishService, snapshot.DefaultKong(snapshot.RouterExpressions))
+	snap := buildSnapshot(t, input, publishService, snapshot.DefaultKong(snapshot.RouterExpressions))
 	if got, want := translate.ExternalNames(snap), []string{"ext.example.net", "stream.example.net"}; !slices.Equal(got, want) {
 		t.Fatalf("ExternalNames = %v, want %v", got, want)
 	}
