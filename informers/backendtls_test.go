@@ -21,22 +21,24 @@ import (
 // TestConfigMapWatchersReadOnlyWhatPoliciesName: konglet reads a ConfigMap
 // only when a BackendTLSPolicy names it in its own namespace, by name; the
 // others (another namespace's of the same name, unreferenced ones) are
-// never listed or watched.
+// never listed or watched. It keeps only ca.crt, and not even that above
+// --max-configmap-bytes.
 func TestConfigMapWatchersReadOnlyWhatPoliciesName(t *testing.T) {
-	cm := func(ns, name string) *corev1.ConfigMap {
-		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, ResourceVersion: "1"}, Data: map[string]string{"ca.crt": "x"}}
+	cm := func(ns, name, ca string) *corev1.ConfigMap {
+		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, ResourceVersion: "1"},
+			Data: map[string]string{"ca.crt": ca, "other": "unread"}, BinaryData: map[string][]byte{"blob": []byte("unread")}}
 	}
-	kube := kubefake.NewClientset(cm("team-a", "ca"), cm("team-a", "unused"), cm("team-b", "ca"))
+	kube := kubefake.NewClientset(cm("team-a", "ca", "x"), cm("team-a", "big", "0123456789A"), cm("team-a", "unused", "x"), cm("team-b", "ca", "x"))
 	policy := &gwv1.BackendTLSPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "p", Generation: 1},
 		Spec: gwv1.BackendTLSPolicySpec{Validation: gwv1.BackendTLSPolicyValidation{Hostname: "a.example.com",
-			CACertificateRefs: []gwv1.LocalObjectReference{{Kind: "ConfigMap", Name: "ca"}, {Kind: "Secret", Name: "key"}}}}}
+			CACertificateRefs: []gwv1.LocalObjectReference{{Kind: "ConfigMap", Name: "ca"}, {Kind: "ConfigMap", Name: "big"}, {Kind: "Secret", Name: "key"}}}}}
 	gw := gwfake.NewClientset(policy)
 	gw.PrependReactor("list", "gateways", func(clienttesting.Action) (bool, runtime.Object, error) {
 		return true, &gwv1.GatewayList{}, nil
 	})
 	gw.PrependWatchReactor("gateways", func(clienttesting.Action) (bool, watch.Interface, error) { return true, watch.NewRaceFreeFake(), nil })
-	c, err := New(kube, gw, Scope{ControllerName: snapshot.DefaultControllerName, Gateways: []types.NamespacedName{{Namespace: "gw", Name: "kong"}}},
-		NewTrigger(time.Millisecond, time.Millisecond))
+	c, err := New(kube, gw, Scope{ControllerName: snapshot.DefaultControllerName, Gateways: []types.NamespacedName{{Namespace: "gw", Name: "kong"}},
+		MaxConfigMapBytes: 10}, NewTrigger(time.Millisecond, time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,22 +48,21 @@ func TestConfigMapWatchersReadOnlyWhatPoliciesName(t *testing.T) {
 	if !c.WaitForSync(ctx) {
 		t.Fatal("caches did not sync")
 	}
-	// The watcher a snapshot starts is not waited for: its ConfigMap
-	// arrives with a later sync.
-	var s *snapshot.Snapshot
-	for {
-		if s, err = c.Snapshot(snapshot.DefaultKong(snapshot.RouterExpressions)); err != nil {
-			t.Fatal(err)
-		}
-		if len(s.ConfigMaps) > 0 {
-			break
-		}
-		if err := c.Wait(ctx); err != nil {
-			t.Fatalf("the referenced ConfigMap never arrived: %v", err)
-		}
+	// The watchers a snapshot starts are waited for (a restart must not
+	// fail the backends until a later sync).
+	s, err := c.Snapshot(snapshot.DefaultKong(snapshot.RouterExpressions))
+	if err != nil {
+		t.Fatal(err)
 	}
-	if len(s.BackendTLSPolicies) != 1 || len(s.ConfigMaps) != 1 || s.ConfigMaps[types.NamespacedName{Namespace: "team-a", Name: "ca"}] == nil {
-		t.Errorf("policies %d, ConfigMaps %v; want the policy and team-a/ca only", len(s.BackendTLSPolicies), s.ConfigMaps)
+	ca := s.ConfigMaps[types.NamespacedName{Namespace: "team-a", Name: "ca"}]
+	if len(s.BackendTLSPolicies) != 1 || len(s.ConfigMaps) != 1 || ca == nil {
+		t.Fatalf("policies %d, ConfigMaps %v; want the policy and team-a/ca only", len(s.BackendTLSPolicies), s.ConfigMaps)
+	}
+	if len(ca.Data) != 1 || ca.Data["ca.crt"] != "x" || ca.BinaryData != nil {
+		t.Errorf("team-a/ca kept as %v, %v; want its ca.crt only", ca.Data, ca.BinaryData)
+	}
+	if p, want := s.ConfigMapProblems[types.NamespacedName{Namespace: "team-a", Name: "big"}], (snapshot.ReadProblem{Size: 11, Limit: 10}); p != want || len(s.ConfigMapProblems) != 1 {
+		t.Errorf("ConfigMapProblems %+v, want team-a/big's %+v", s.ConfigMapProblems, want)
 	}
 	for _, a := range kube.Actions() {
 		if a.GetResource().Resource != "configmaps" {
@@ -74,8 +75,8 @@ func TestConfigMapWatchersReadOnlyWhatPoliciesName(t *testing.T) {
 		case clienttesting.WatchAction:
 			selector = a.GetWatchRestrictions().Fields.String()
 		}
-		if a.GetNamespace() != "team-a" || selector != "metadata.name=ca" {
-			t.Errorf("%s configmaps in %q with fieldSelector %q, want team-a and metadata.name=ca only", a.GetVerb(), a.GetNamespace(), selector)
+		if a.GetNamespace() != "team-a" || selector != "metadata.name=ca" && selector != "metadata.name=big" {
+			t.Errorf("%s configmaps in %q with fieldSelector %q, want team-a and metadata.name=ca or big only", a.GetVerb(), a.GetNamespace(), selector)
 		}
 	}
 

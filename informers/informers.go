@@ -50,6 +50,10 @@ type Scope struct {
 	// MaxSecretWatches caps the Secrets watched at once (0:
 	// DefaultMaxSecretWatches).
 	MaxSecretWatches int
+	// MaxConfigMapBytes caps a CA ConfigMap's ca.crt (0:
+	// DefaultMaxConfigMapBytes); MaxConfigMapWatches the ConfigMaps
+	// watched at once (0: DefaultMaxConfigMapWatches).
+	MaxConfigMapBytes, MaxConfigMapWatches int
 }
 
 // Cache holds the watched objects and notifies Trigger on every change.
@@ -72,7 +76,7 @@ type Cache struct {
 	services    corelisters.ServiceLister
 	slices      discoverylisters.EndpointSliceLister
 	namespaces  corelisters.NamespaceLister
-	secrets     *secretWatchers
+	secrets     *namedWatchers[*corev1.Secret]
 	backendTLS  *backendTLS
 	pods        corelisters.PodLister
 	hasPodScope bool
@@ -114,16 +118,12 @@ func New(kube kubernetes.Interface, gw gwclient.Interface, scope Scope, trigger 
 	}
 	c.factories = append(c.factories, core)
 	// Secrets are watched one by one, only those that listeners may use
-	// (DESIGN decision 8): see Snapshot.
-	limit := scope.MaxSecretBytes
-	if limit <= 0 {
-		limit = DefaultMaxSecretBytes
-	}
-	c.secrets = &secretWatchers{kube: kube, limit: limit, max: cmp.Or(max(scope.MaxSecretWatches, 0), DefaultMaxSecretWatches),
-		ownNamespaces: map[string]bool{}, events: c.events(), notify: trigger.Notify, watching: map[types.NamespacedName]*secretWatcher{}}
-	for _, g := range scope.Gateways {
-		c.secrets.ownNamespaces[g.Namespace] = true
-	}
+	// (DESIGN decision 8), and so are the ConfigMaps of CA certificates
+	// that BackendTLSPolicies name: see Snapshot.
+	c.secrets = newNamedWatchers(c, secretKind(kube), cmp.Or(max(scope.MaxSecretBytes, 0), DefaultMaxSecretBytes),
+		cmp.Or(max(scope.MaxSecretWatches, 0), DefaultMaxSecretWatches))
+	configMaps := newNamedWatchers(c, configMapKind(kube), cmp.Or(max(scope.MaxConfigMapBytes, 0), DefaultMaxConfigMapBytes),
+		cmp.Or(max(scope.MaxConfigMapWatches, 0), DefaultMaxConfigMapWatches))
 	if scope.PodName != "" && scope.PodNamespace != "" {
 		// The Pods of the own namespace: this one, and its peers whose
 		// konglet conditions make the Gateway's Programmed.
@@ -157,7 +157,7 @@ func New(kube kubernetes.Interface, gw gwclient.Interface, scope Scope, trigger 
 		v1.ReferenceGrants().Informer()); err != nil {
 		return nil, err
 	}
-	if err := c.watchBackendTLS(kube, all); err != nil {
+	if err := c.watchBackendTLS(all, configMaps); err != nil {
 		return nil, err
 	}
 	c.factories = append(c.factories, all)
@@ -283,7 +283,7 @@ const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
 
 // Start runs the informers until ctx ends.
 func (c *Cache) Start(ctx context.Context) {
-	c.secrets.ctx = ctx
+	c.secrets.ctx, c.backendTLS.configMaps.ctx = ctx, ctx
 	for _, f := range c.factories {
 		f.Start(ctx.Done())
 	}
@@ -360,13 +360,13 @@ func (c *Cache) Snapshot(kong snapshot.Kong) (*snapshot.Snapshot, error) {
 		s.AllowExternalName = true
 		s.ExternalNames = c.externalNames.Lookup(translate.ExternalNames(s))
 	}
-	if err := c.backendTLS.fill(c.secrets.ctx, s); err != nil {
+	if err := c.backendTLS.fill(s); err != nil {
 		return nil, err
 	}
 	// The Secrets come last: which ones listeners may use depends on all
-	// the above. A new one is waited for, briefly (secretWait).
+	// the above. A new one is waited for, briefly (namedWait).
 	c.secrets.update(translate.SecretRefs(s))
-	c.secrets.fill(s)
+	c.secrets.fill(s.Secrets, s.SecretProblems)
 	return s, nil
 }
 

@@ -103,7 +103,7 @@ func TestSecretWatchersReadOnlyWhatListenersUse(t *testing.T) {
 	if len(s.Secrets) != 2 || s.Secrets[key("gw", "cert")] == nil || s.Secrets[key("shared", "cert")] == nil {
 		t.Errorf("Secrets = %v, want gw/cert and shared/cert", keys(s.Secrets))
 	}
-	want := map[types.NamespacedName]snapshot.SecretProblem{
+	want := map[types.NamespacedName]snapshot.ReadProblem{
 		key("gw", "big"):      {Size: 2000 + len(corev1.TLSCertKey) + len(corev1.TLSPrivateKeyKey), Limit: 1000},
 		key("locked", "cert"): {Forbidden: true},
 	}
@@ -185,25 +185,25 @@ func TestSecretWatcherErrors(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	notified := 0
-	set := &secretWatchers{kube: kubefake.NewClientset(tlsSecret("gw", "cert", 100)), limit: 1000, ctx: ctx,
-		events: cacheHandlerNop{}, notify: func() { notified++ }, watching: map[types.NamespacedName]*secretWatcher{}}
+	set := &namedWatchers[*corev1.Secret]{kind: secretKind(kubefake.NewClientset(tlsSecret("gw", "cert", 100))), limit: 1000, ctx: ctx,
+		events: cacheHandlerNop{}, notify: func() { notified++ }, watching: map[types.NamespacedName]*namedWatcher[*corev1.Secret]{}}
 	key := types.NamespacedName{Namespace: "gw", Name: "cert"}
 	set.update([]types.NamespacedName{key})
 	w := set.watching[key]
-	if secret, p := w.read(); secret == nil || p != nil {
+	if secret, ok, p := w.read(); !ok || p != nil {
 		t.Fatalf("read = %v, %+v; want the Secret", secret, p)
 	}
 	forbidden := apierrors.NewForbidden(schema.GroupResource{Resource: "secrets"}, "cert", nil)
 	w.setErr(forbidden)
 	w.setErr(forbidden)
-	if secret, p := w.read(); secret != nil || p == nil || !p.Forbidden {
+	if secret, ok, p := w.read(); ok || p == nil || !p.Forbidden {
 		t.Errorf("after a refusal: read = %v, %+v; want Forbidden", secret, p)
 	}
 	if notified != 1 {
 		t.Errorf("notified %d times for one refusal repeated, want 1", notified)
 	}
 	w.setErr(apierrors.NewServiceUnavailable("down"))
-	if secret, p := w.read(); secret == nil || p != nil {
+	if secret, ok, p := w.read(); !ok || p != nil {
 		t.Errorf("during an outage: read = %v, %+v; want the Secret read before", secret, p)
 	}
 	w.setErr(nil)
@@ -225,8 +225,8 @@ func (cacheHandlerNop) OnDelete(any)      {}
 // to the listeners that name them.
 func TestSecretWatchesAreCapped(t *testing.T) {
 	key := func(ns, name string) types.NamespacedName { return types.NamespacedName{Namespace: ns, Name: name} }
-	s := &secretWatchers{max: 3, ownNamespaces: map[string]bool{"gw": true},
-		watching: map[types.NamespacedName]*secretWatcher{key("team-b", "z"): {}}}
+	s := &namedWatchers[*corev1.Secret]{max: 3, ownNamespaces: map[string]bool{"gw": true},
+		watching: map[types.NamespacedName]*namedWatcher[*corev1.Secret]{key("team-b", "z"): {}}}
 	refs := []types.NamespacedName{key("aaa", "first"), key("gw", "own"), key("team-a", "x"), key("team-b", "z"), key("gw", "own2")}
 	watch, rest := s.choose(refs)
 	if want := []types.NamespacedName{key("gw", "own"), key("gw", "own2"), key("team-b", "z")}; !slices.Equal(watch, want) {
@@ -239,8 +239,8 @@ func TestSecretWatchesAreCapped(t *testing.T) {
 		t.Errorf("within the cap: watched %v, not watched %v", w, r)
 	}
 	s.unwatched, s.watching = rest, nil
-	snap := &snapshot.Snapshot{SecretProblems: map[types.NamespacedName]snapshot.SecretProblem{}}
-	s.fill(snap)
+	snap := &snapshot.Snapshot{SecretProblems: map[types.NamespacedName]snapshot.ReadProblem{}}
+	s.fill(snap.Secrets, snap.SecretProblems)
 	if p := snap.SecretProblems[key("team-a", "x")]; p.Unwatched != 3 {
 		t.Errorf("an unwatched Secret's problem is %+v", p)
 	}

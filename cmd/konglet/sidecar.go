@@ -50,6 +50,8 @@ type config struct {
 	maxObjectBytes   int
 	maxSecretBytes   int
 	maxSecretWatches int
+	maxCABytes       int
+	maxCAWatches     int
 	logLevel         string
 	leaderElection   bool
 	kubeQPS          float64
@@ -78,6 +80,8 @@ func (c *config) flags(fs *flag.FlagSet) {
 	fs.IntVar(&c.maxObjectBytes, "max-object-config-bytes", 1<<20, "largest share of the configuration one route may take; a larger route is left out and told why (0: no limit)")
 	fs.IntVar(&c.maxSecretBytes, "max-secret-bytes", informers.DefaultMaxSecretBytes, "largest data of a Secret a listener may use; a larger one is refused on the listener and its data not kept")
 	fs.IntVar(&c.maxSecretWatches, "max-secret-watches", informers.DefaultMaxSecretWatches, "most Secrets watched at once (one watch each on the API server, from every replica); listeners naming more are told, the Gateways' own namespaces' Secrets first")
+	fs.IntVar(&c.maxCABytes, "max-configmap-bytes", informers.DefaultMaxConfigMapBytes, "largest ca.crt of a ConfigMap a BackendTLSPolicy may use; a larger one is refused on the policy (its backends fail) and not kept")
+	fs.IntVar(&c.maxCAWatches, "max-configmap-watches", informers.DefaultMaxConfigMapWatches, "most CA ConfigMaps watched at once; policies naming more are told, the Gateways' own namespaces' ConfigMaps first")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.Float64Var(&c.kubeQPS, "kube-api-qps", 200, "requests per second to the API server (status writes come in bursts when many routes change)")
 	fs.IntVar(&c.kubeBurst, "kube-api-burst", 400, "burst of requests to the API server")
@@ -107,8 +111,8 @@ func runSidecar(args []string, stderr io.Writer) int {
 		log.Error("no Gateway to serve: set --gateway namespace/name (or KONGLET_GATEWAY)")
 		return 2
 	}
-	if cfg.maxSecretBytes <= 0 || cfg.maxSecretWatches <= 0 {
-		log.Error("--max-secret-bytes and --max-secret-watches must be positive")
+	if cfg.maxSecretBytes <= 0 || cfg.maxSecretWatches <= 0 || cfg.maxCABytes <= 0 || cfg.maxCAWatches <= 0 {
+		log.Error("--max-secret-bytes, --max-secret-watches, --max-configmap-bytes and --max-configmap-watches must be positive")
 		return 2
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -154,6 +158,9 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 		PublishService:   types.NamespacedName(cfg.publishService),
 		MaxSecretBytes:   cfg.maxSecretBytes,
 		MaxSecretWatches: cfg.maxSecretWatches,
+
+		MaxConfigMapBytes:   cfg.maxCABytes,
+		MaxConfigMapWatches: cfg.maxCAWatches,
 	}
 	cache, err := informers.New(kube, gw, scope, informers.NewTrigger(cfg.quiet, cfg.maxDelay))
 	if err != nil {

@@ -35,16 +35,26 @@ func MarshalSizes(c *Config) (doc []byte, serviceSizes []int, err error) {
 	parallelList(&e, "services", c.Services, (*encoder).service, serviceSizes)
 	parallelList(&e, "upstreams", c.Upstreams, (*encoder).upstream, nil)
 	list(&e, "certificates", c.Certificates, e.certificate)
-	list(&e, "ca_certificates", c.CACertificates, func(ca *CACertificate) {
-		e.raw(`{"id":`)
-		e.str(ca.ID)
-		e.strField("cert", ca.Cert, false)
-		e.strings("tags", ca.Tags, true)
-		e.raw("}")
-	})
+	list(&e, "ca_certificates", c.CACertificates, e.caCertificate)
 	list(&e, "plugins", c.Plugins, e.plugin)
 	e.raw("}")
 	return e.buf, serviceSizes, e.err
+}
+
+// CACertificateSize is what a ca_certificate adds to the document, its
+// separating comma included: the share of it a route that uses it takes.
+func CACertificateSize(ca *CACertificate) int {
+	var e encoder
+	e.caCertificate(ca)
+	return len(e.buf) + 1
+}
+
+func (e *encoder) caCertificate(ca *CACertificate) {
+	e.raw(`{"id":`)
+	e.str(ca.ID)
+	e.strField("cert", ca.Cert, false)
+	e.strings("tags", ca.Tags, true)
+	e.raw("}")
 }
 
 // sizeHint guesses the document size a little high, so that the buffer

@@ -93,17 +93,47 @@ const maxServicesPerRoute = 16
 // route is left out and no service is large enough for a route to pass
 // PerObject, it costs one pass over the service sizes: summing them per
 // route would add a tenth to a sync of 10k routes.
+//
+// A route's share includes the CA certificates its services verify
+// backends with (BackendTLSPolicy), each counted whole in every route that
+// uses it: a tenant's large CA bundles are theirs to pay for, and counting
+// a shared one more than once can leave out more than needed, never too
+// little.
 func (l *Loop) fitBudget(snap *snapshot.Snapshot, cfg *declarative.Config, doc []byte, serviceSizes []int) bool {
 	b := l.opts.Budget
-	if b.clearlyFits(len(doc), serviceSizes) && !l.refusals.overBudget() {
+	caSizes := make(map[string]int, len(cfg.CACertificates))
+	caBytes := 0
+	for _, ca := range cfg.CACertificates {
+		caSizes[ca.ID] = declarative.CACertificateSize(ca)
+		caBytes += caSizes[ca.ID]
+	}
+	if b.clearlyFits(len(doc), serviceSizes, caBytes) && !l.refusals.overBudget() {
 		return false
 	}
 	sizes := map[translate.ObjectRef]int{}
 	fixed := len(doc)
+	type routeCA struct {
+		route translate.ObjectRef
+		id    string
+	}
+	counted := map[routeCA]bool{}
+	attributed := map[string]bool{}
 	for i, svc := range cfg.Services {
-		if ref, ok := translate.RefFromTags(svc.Tags); ok {
-			sizes[ref] += serviceSizes[i]
-			fixed -= serviceSizes[i]
+		ref, ok := translate.RefFromTags(svc.Tags)
+		if !ok {
+			continue
+		}
+		sizes[ref] += serviceSizes[i]
+		fixed -= serviceSizes[i]
+		for _, id := range svc.CACertificates {
+			if !counted[routeCA{ref, id}] {
+				counted[routeCA{ref, id}] = true
+				sizes[ref] += caSizes[id]
+			}
+			if !attributed[id] {
+				attributed[id] = true
+				fixed -= caSizes[id]
+			}
 		}
 	}
 	// Routes left out earlier count with their size then, to see whether
@@ -125,8 +155,9 @@ func (l *Loop) fitBudget(snap *snapshot.Snapshot, cfg *declarative.Config, doc [
 }
 
 // clearlyFits tells, without summing per route, that a document fits and
-// no route in it can be above PerObject.
-func (b Budget) clearlyFits(docLen int, serviceSizes []int) bool {
+// no route in it can be above PerObject (even with every CA certificate of
+// the document, caBytes).
+func (b Budget) clearlyFits(docLen int, serviceSizes []int, caBytes int) bool {
 	if b.Total > 0 && docLen > b.Total {
 		return false
 	}
@@ -137,7 +168,7 @@ func (b Budget) clearlyFits(docLen int, serviceSizes []int) bool {
 	for _, n := range serviceSizes {
 		largest = max(largest, n)
 	}
-	return maxServicesPerRoute*largest <= b.PerObject
+	return maxServicesPerRoute*largest+caBytes <= b.PerObject
 }
 
 // overBudget tells whether any route is left out for the budget.

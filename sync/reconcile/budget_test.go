@@ -2,9 +2,16 @@ package reconcile
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"fmt"
 	"io"
 	"log/slog"
+	"math/big"
 	"strings"
 	"testing"
 	"time"
@@ -236,8 +243,69 @@ func TestClearlyFitsOnlyWhenNoRouteCanBeOver(t *testing.T) {
 		{5_000, []int{101, 100}, false}, // 16 of 101 could: sum per route
 		{10_001, []int{1}, false},       // over Total
 	} {
-		if got := b.clearlyFits(c.doc, c.sizes); got != c.want {
+		if got := b.clearlyFits(c.doc, c.sizes, 0); got != c.want {
 			t.Errorf("clearlyFits(%d, %v) = %v", c.doc, c.sizes, got)
+		}
+	}
+}
+
+// caBundle is n self-signed CA certificates in PEM.
+func caBundle(t *testing.T, n int) string {
+	t.Helper()
+	var b strings.Builder
+	for i := range n {
+		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tmpl := &x509.Certificate{SerialNumber: big.NewInt(int64(i + 1)), Subject: pkix.Name{CommonName: fmt.Sprint("ca-", i)},
+			NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true,
+			KeyUsage: x509.KeyUsageCertSign}
+		der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.Write(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
+	}
+	return b.String()
+}
+
+// TestCACertificatesCountInTheRoutesShare: the CA certificates a
+// BackendTLSPolicy brings are part of the share of the routes whose
+// backends use them. A tenant's small route to a backend with a large CA
+// bundle is left out, the bundle with it, and the others keep loading (the
+// bundle counted as nobody's put the document over budget for good).
+func TestCACertificatesCountInTheRoutesShare(t *testing.T) {
+	bundle := caBundle(t, 40)
+	objects := budgetBase + service("good") + route("good", "one", 1, 20) + service("evil") + route("evil", "small", 1, 1) + fmt.Sprintf(`---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: bundle, namespace: evil}
+data: {ca.crt: %q}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: BackendTLSPolicy
+metadata: {name: tls, namespace: evil, generation: 1}
+spec:
+  targetRefs: [{group: "", kind: Service, name: a}]
+  validation: {caCertificateRefs: [{group: "", kind: ConfigMap, name: bundle}], hostname: a.example.com}
+`, bundle)
+	for _, b := range []Budget{{Total: 15_000}, {Total: 1 << 20, PerObject: 10_000}} {
+		cache, kong := &fakeCache{}, &fakeKong{}
+		l := New(cache, kong, nil, nil, nil, slog.New(slog.NewTextHandler(io.Discard, nil)), NewMetrics(prometheus.NewRegistry()),
+			Options{Budget: b})
+		cache.set(t, objects)
+		if err := l.Sync(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if ok, msg := accepted(t, l, "evil", "small"); ok || !strings.Contains(msg, "left out of Kong's configuration") {
+			t.Errorf("budget %+v: the route with the large CA bundle: accepted %v, %q", b, ok, msg)
+		}
+		if ok, _ := accepted(t, l, "good", "one"); !ok || !strings.Contains(string(kong.loaded), "/one-19-") {
+			t.Errorf("budget %+v: the good route accepted %v, loaded %d bytes", b, ok, len(kong.loaded))
+		}
+		if strings.Contains(string(kong.loaded), "ca_certificates") {
+			t.Errorf("budget %+v: the CA bundle was loaded", b)
 		}
 	}
 }

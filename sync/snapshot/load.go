@@ -159,11 +159,12 @@ func (o *Objects) Build(controller string, gateways []types.NamespacedName, publ
 		EndpointSlices:  make(map[types.NamespacedName][]*discoveryv1.EndpointSlice, len(o.EndpointSlices)),
 		Namespaces:      make(map[string]*corev1.Namespace, len(o.Namespaces)),
 		Secrets:         map[types.NamespacedName]*corev1.Secret{},
-		SecretProblems:  map[types.NamespacedName]SecretProblem{},
+		SecretProblems:  map[types.NamespacedName]ReadProblem{},
 		Kong:            kong,
 
 		BackendTLSPolicies: o.BackendTLSPolicies,
 		ConfigMaps:         map[types.NamespacedName]*corev1.ConfigMap{},
+		ConfigMapProblems:  map[types.NamespacedName]ReadProblem{},
 	}
 	for _, c := range o.GatewayClasses {
 		s.GatewayClasses[c.Name] = c

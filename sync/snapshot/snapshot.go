@@ -74,18 +74,19 @@ func (k Kong) LuaAllowed() bool {
 	return k.PluginEnabled("pre-function") && (k.UntrustedLua == "sandbox" || k.UntrustedLua == "on")
 }
 
-// SecretProblem is why konglet holds no usable copy of a Secret.
-type SecretProblem struct {
-	// Forbidden: RBAC does not let konglet read Secrets there.
+// ReadProblem is why konglet holds no usable copy of an object it reads
+// by name (a Secret a listener may use, a ConfigMap of CA certificates).
+type ReadProblem struct {
+	// Forbidden: RBAC does not let konglet read that kind there.
 	Forbidden bool
-	// Size, when above Limit: the Secret holds that many bytes of data, and
+	// Size, when above Limit: the object holds that many bytes of data, and
 	// its data was dropped as it arrived.
 	Size, Limit int
-	// Err is the last error reading the Secret, which has not been read yet
+	// Err is the last error reading the object, which has not been read yet
 	// ("" if none came before konglet stopped waiting).
 	Err string
-	// Unwatched, when not 0: the Secret is not read, because listeners use
-	// more Secrets than konglet watches at once (this many).
+	// Unwatched, when not 0: the object is not read, because more objects
+	// of its kind are named than konglet watches at once (this many).
 	Unwatched int
 }
 
@@ -112,12 +113,15 @@ type Snapshot struct {
 	Secrets map[types.NamespacedName]*corev1.Secret
 	// SecretProblems say why a referenced Secret could not be used although
 	// it may exist (DESIGN decision 8).
-	SecretProblems map[types.NamespacedName]SecretProblem
+	SecretProblems map[types.NamespacedName]ReadProblem
 	// BackendTLSPolicies are every BackendTLSPolicy (sorted by namespace
 	// and name); ConfigMaps only those their caCertificateRefs name in
 	// their own namespace (BackendTLSConfigMaps), as read.
 	BackendTLSPolicies []*gwv1.BackendTLSPolicy
 	ConfigMaps         map[types.NamespacedName]*corev1.ConfigMap
+	// ConfigMapProblems say why a named ConfigMap could not be used
+	// although it may exist; one here is not in ConfigMaps.
+	ConfigMapProblems map[types.NamespacedName]ReadProblem
 	// PublishService is the Service in front of this Kong (nil if unknown:
 	// listener ports are then checked against Kong's port_maps only).
 	PublishService *corev1.Service

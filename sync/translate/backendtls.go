@@ -33,7 +33,8 @@ import (
 
 const (
 	kindConfigMap = "ConfigMap"
-	caCertKey     = "ca.crt"
+	// CACertKey is the ConfigMap key of a policy's CA certificates.
+	CACertKey = "ca.crt"
 	// reasonInvalidBackendTLSPolicy is told on a route whose backend is
 	// governed by a BackendTLSPolicy konglet cannot apply: requests to it
 	// fail rather than reach the backend without the TLS it asks for.
@@ -218,11 +219,14 @@ func (t *translator) caCertificates(namespace string, ref gwv1.LocalObjectRefere
 	if refusal, ok := t.refused[ObjectRef{"", kindConfigMap, key.Namespace, key.Name}]; ok {
 		return invalid("Kong refused the CA certificates of ConfigMap %s: %s", key, refusal)
 	}
+	if p, ok := t.snap.ConfigMapProblems[key]; ok {
+		return invalid("%s", configMapProblem(key, p))
+	}
 	cm := t.snap.ConfigMaps[key]
 	if cm == nil {
 		return invalid("ConfigMap %s not found", key)
 	}
-	rest := []byte(cm.Data[caCertKey])
+	rest := []byte(cm.Data[CACertKey])
 	var out []*declarative.CACertificate
 	for {
 		var block *pem.Block
@@ -235,10 +239,10 @@ func (t *translator) caCertificates(namespace string, ref gwv1.LocalObjectRefere
 		}
 		c, err := x509.ParseCertificate(block.Bytes)
 		if err != nil {
-			return invalid("ConfigMap %s: %s holds a certificate that does not parse: %v", key, caCertKey, err)
+			return invalid("ConfigMap %s: %s holds a certificate that does not parse: %v", key, CACertKey, err)
 		}
 		if !c.IsCA {
-			return invalid("ConfigMap %s: %s holds a certificate that is not a CA (no CA basic constraint), which Kong refuses", key, caCertKey)
+			return invalid("ConfigMap %s: %s holds a certificate that is not a CA (no CA basic constraint), which Kong refuses", key, CACertKey)
 		}
 		// Kong takes one certificate per ca_certificate and refuses two of
 		// the same digest: the id is the digest.
@@ -248,9 +252,24 @@ func (t *translator) caCertificates(namespace string, ref gwv1.LocalObjectRefere
 			Cert: string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: block.Bytes})), Tags: objectTags(kindConfigMap, cm.ObjectMeta)})
 	}
 	if len(out) == 0 {
-		return invalid("ConfigMap %s has no PEM certificate under %s", key, caCertKey)
+		return invalid("ConfigMap %s has no PEM certificate under %s", key, CACertKey)
 	}
 	return out, "", ""
+}
+
+// configMapProblem explains why a ConfigMap of CA certificates is not usable.
+func configMapProblem(key types.NamespacedName, p snapshot.ReadProblem) string {
+	switch {
+	case p.Forbidden:
+		return fmt.Sprintf("konglet may not read ConfigMap %s: its ServiceAccount needs list and watch on configmaps in namespace %s", key, key.Namespace)
+	case p.Size > p.Limit:
+		return fmt.Sprintf("ConfigMap %s holds %d bytes under %s, more than konglet's limit of %d (--max-configmap-bytes), so konglet does not keep it", key, p.Size, CACertKey, p.Limit)
+	case p.Unwatched > 0:
+		return fmt.Sprintf("ConfigMap %s is not read: BackendTLSPolicies name more ConfigMaps than konglet watches at once (%d, --max-configmap-watches; those in the Gateways' namespaces come first)", key, p.Unwatched)
+	case p.Err != "":
+		return fmt.Sprintf("ConfigMap %s could not be read: %s", key, p.Err)
+	}
+	return fmt.Sprintf("ConfigMap %s has not been read yet", key)
 }
 
 // policyFor is the verdict of the policy that governs a Service port (nil

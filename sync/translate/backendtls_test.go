@@ -269,6 +269,45 @@ func TestBackendTLSRefusedCA(t *testing.T) {
 	}
 }
 
+// TestBackendTLSConfigMapProblems: a ConfigMap konglet could not keep (over
+// --max-configmap-bytes, beyond the watch cap, forbidden) makes the policy
+// say why, and its backends fail rather than go unverified.
+func TestBackendTLSConfigMapProblems(t *testing.T) {
+	caPEM, _, _ := pkiFor(t, "app.example.com")
+	_, clientCert, clientKey := pkiFor(t, "client")
+	key := types.NamespacedName{Namespace: "kong", Name: "ca"}
+	for _, tc := range []struct {
+		problem snapshot.ReadProblem
+		says    string
+	}{
+		{snapshot.ReadProblem{Size: 70000, Limit: 65536}, "holds 70000 bytes under ca.crt, more than konglet's limit of 65536 (--max-configmap-bytes)"},
+		{snapshot.ReadProblem{Unwatched: 256}, "more ConfigMaps than konglet watches at once (256, --max-configmap-watches"},
+		{snapshot.ReadProblem{Forbidden: true}, "konglet may not read ConfigMap kong/ca"},
+	} {
+		snap := buildSnapshot(t, backendTLSObjects(caPEM, clientCert, clientKey, "app.example.com"), types.NamespacedName{Namespace: "kong", Name: "kong-proxy"}, snapshot.DefaultKong(snapshot.RouterExpressions))
+		delete(snap.ConfigMaps, key)
+		snap.ConfigMapProblems[key] = tc.problem
+		res := translate.Translate(snap, nil)
+		if len(res.Config.CACertificates) != 0 {
+			t.Errorf("%+v: %d ca_certificates in the config, want none", tc.problem, len(res.Config.CACertificates))
+		}
+		ancestors := res.Status.BackendTLSPolicies[types.NamespacedName{Namespace: "kong", Name: "https"}]
+		if len(ancestors) != 1 || !hasCondition(ancestors[0].Conditions, "Accepted", metav1.ConditionFalse, "NoValidCACertificate") ||
+			!strings.Contains(ancestors[0].Conditions[1].Message, tc.says) {
+			t.Errorf("%+v: policy status %+v, want NoValidCACertificate saying %q", tc.problem, ancestors, tc.says)
+		}
+		parents := res.Status.Routes[translate.ObjectRef{Group: gwv1.GroupName, Kind: "HTTPRoute", Namespace: "kong", Name: "r"}]
+		if len(parents) != 1 || !hasCondition(parents[0].Conditions, "ResolvedRefs", metav1.ConditionFalse, "InvalidBackendTLSPolicy") {
+			t.Errorf("%+v: route status %+v, want ResolvedRefs=False InvalidBackendTLSPolicy", tc.problem, parents)
+		}
+		for _, svc := range res.Config.Services {
+			if svc.Name == "httproute.kong.r.0" && svc.Host != "no-backend.konglet.invalid" {
+				t.Errorf("%+v: the backend is still served (host %s, protocol %s)", tc.problem, svc.Host, svc.Protocol)
+			}
+		}
+	}
+}
+
 // TestBackendTLSThroughAnIntermediate: a backend whose certificate an
 // intermediate CA issued, under the policy's root, is verified (nginx's
 // default depth, 1, would refuse it).

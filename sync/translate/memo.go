@@ -58,7 +58,7 @@ type sharedInputs struct {
 	grants          []*gwv1.ReferenceGrant
 	namespaces      map[string]*corev1.Namespace
 	secrets         map[types.NamespacedName]*corev1.Secret
-	secretProblems  map[types.NamespacedName]snapshot.SecretProblem
+	secretProblems  map[types.NamespacedName]snapshot.ReadProblem
 	publishService  *corev1.Service
 	pod             types.UID // a Pod's container ports never change
 	kong            snapshot.Kong
@@ -69,8 +69,9 @@ type sharedInputs struct {
 	externalNames     map[string]snapshot.Resolution
 	kongPodIPs        []string
 	// What decides the TLS to backends.
-	backendTLS []*gwv1.BackendTLSPolicy
-	configMaps map[types.NamespacedName]*corev1.ConfigMap
+	backendTLS        []*gwv1.BackendTLSPolicy
+	configMaps        map[types.NamespacedName]*corev1.ConfigMap
+	configMapProblems map[types.NamespacedName]snapshot.ReadProblem
 }
 
 // sharedInputsOf copies the lists and maps: the caller may reuse them.
@@ -85,7 +86,7 @@ func sharedInputsOf(s *snapshot.Snapshot, refused Refusals) sharedInputs {
 		in.pod = s.Pod.UID
 	}
 	in.allowExternalName, in.externalNames, in.kongPodIPs = s.AllowExternalName, maps.Clone(s.ExternalNames), kongPodIPs(s)
-	in.backendTLS, in.configMaps = slices.Clone(s.BackendTLSPolicies), maps.Clone(s.ConfigMaps)
+	in.backendTLS, in.configMaps, in.configMapProblems = slices.Clone(s.BackendTLSPolicies), maps.Clone(s.ConfigMaps), maps.Clone(s.ConfigMapProblems)
 	return in
 }
 
@@ -98,7 +99,8 @@ func (a sharedInputs) equal(b sharedInputs) bool {
 		maps.Equal(a.refused, b.refused) && reflect.DeepEqual(a.kong, b.kong) &&
 		a.allowExternalName == b.allowExternalName && maps.EqualFunc(a.externalNames, b.externalNames, sameResolution) &&
 		slices.Equal(a.kongPodIPs, b.kongPodIPs) &&
-		slices.EqualFunc(a.backendTLS, b.backendTLS, sameSpec) && maps.Equal(a.configMaps, b.configMaps)
+		slices.EqualFunc(a.backendTLS, b.backendTLS, sameSpec) && maps.Equal(a.configMaps, b.configMaps) &&
+		maps.Equal(a.configMapProblems, b.configMapProblems)
 }
 
 func sameResolution(a, b snapshot.Resolution) bool {

@@ -100,7 +100,7 @@ func (t *translator) listenerCertificates(l *listener) ([]*corev1.Secret, *metav
 const secretRBACDoc = "https://github.com/konglet/konglet/blob/main/docs/install.md#certificates-outside-the-gateways-namespace"
 
 // secretProblem explains why a Secret that a listener may use is not usable.
-func secretProblem(key types.NamespacedName, p snapshot.SecretProblem) (gwv1.ListenerConditionReason, string) {
+func secretProblem(key types.NamespacedName, p snapshot.ReadProblem) (gwv1.ListenerConditionReason, string) {
 	switch {
 	case p.Forbidden:
 		return gwv1.ListenerReasonRefNotPermitted, fmt.Sprintf(

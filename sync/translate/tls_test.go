@@ -42,7 +42,7 @@ func TestSecretRefs(t *testing.T) {
 func TestSecretProblems(t *testing.T) {
 	s := loadSnapshot(t, snapshot.RouterExpressions, "testdata/secrets/input.yaml")
 	key := func(ns, name string) types.NamespacedName { return types.NamespacedName{Namespace: ns, Name: name} }
-	s.SecretProblems = map[types.NamespacedName]snapshot.SecretProblem{
+	s.SecretProblems = map[types.NamespacedName]snapshot.ReadProblem{
 		key("certs", "locked"): {Forbidden: true},
 		key("team", "cert"):    {Forbidden: true},
 		key("kong", "big"):     {Size: 70000, Limit: 65536},
@@ -134,7 +134,7 @@ func TestSecretProblemsThroughAMemo(t *testing.T) {
 		t.Fatalf("%d certificates served, want the one of kong/secure", len(got.Config.Certificates))
 	}
 	refused := *s
-	refused.SecretProblems = map[types.NamespacedName]snapshot.SecretProblem{{Namespace: "kong", Name: "secure"}: {Forbidden: true}}
+	refused.SecretProblems = map[types.NamespacedName]snapshot.ReadProblem{{Namespace: "kong", Name: "secure"}: {Forbidden: true}}
 	if got := sameResult(t, "refused", &memo, &refused, nil); len(got.Config.Certificates) != 0 || len(got.Config.Services) != 0 {
 		t.Errorf("with kong/secure refused: %d certificates, %d services served, want none", len(got.Config.Certificates), len(got.Config.Services))
 	}
