@@ -190,12 +190,36 @@ func (c *Cache) watch(informers ...cache.SharedIndexInformer) error {
 // events asks for a sync on every change that can matter.
 func (c *Cache) events() cache.ResourceEventHandler {
 	notify := func(obj any) {
-		if c.mayMatter(obj) {
+		if c.mayMatter(obj) || hasClusterIP(obj) {
 			c.Trigger.Notify()
 		}
 	}
 	return cache.ResourceEventHandlerFuncs{AddFunc: notify, UpdateFunc: c.onUpdate, DeleteFunc: notify}
 }
+
+// clusterIPs are a Service's cluster IPs (none for headless and
+// ExternalName Services).
+func clusterIPs(obj any) []string {
+	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
+	svc, ok := obj.(*corev1.Service)
+	if !ok {
+		return nil
+	}
+	ips := svc.Spec.ClusterIPs
+	if len(ips) == 0 && svc.Spec.ClusterIP != "" {
+		ips = []string{svc.Spec.ClusterIP}
+	}
+	return slices.DeleteFunc(slices.Clone(ips), func(ip string) bool { return ip == corev1.ClusterIPNone })
+}
+
+// hasClusterIP tells whether obj is a Service with a cluster IP: one that
+// appears, goes or changes its IPs anywhere may make a backend's endpoint
+// another namespace's ClusterIP, which the translation refuses without a
+// ReferenceGrant (or no longer). Unlike EndpointSlices, Services change
+// rarely, and their IPs almost never.
+func hasClusterIP(obj any) bool { return len(clusterIPs(obj)) > 0 }
 
 // mayMatter tells whether a change of obj can change a translation or a
 // status. A Service (or EndpointSlice) matters when a route names it, or
@@ -246,7 +270,7 @@ func (c *Cache) onUpdate(oldObj, newObj any) {
 			return
 		}
 	}
-	if !c.mayMatter(oldObj) && !c.mayMatter(newObj) {
+	if !c.mayMatter(oldObj) && !c.mayMatter(newObj) && slices.Equal(clusterIPs(oldObj), clusterIPs(newObj)) {
 		return
 	}
 	if _, ok := newObj.(*corev1.Pod); ok {

@@ -120,3 +120,46 @@ func TestOnlyServicesRoutesNameWakeASync(t *testing.T) {
 		}
 	}
 }
+
+// TestServicesWithClusterIPsWakeASyncAnywhere: a Service that appears, goes
+// or changes its cluster IPs, in any namespace, wakes a sync, since a
+// backend's endpoint may be (or stop being) another namespace's ClusterIP;
+// other changes of unnamed Services, and headless or ExternalName ones,
+// do not.
+func TestServicesWithClusterIPsWakeASyncAnywhere(t *testing.T) {
+	c := &Cache{Trigger: NewTrigger(time.Millisecond, time.Millisecond), scope: Scope{PodNamespace: "kong"}}
+	c.backends.Store(&map[types.NamespacedName]bool{{Namespace: "app", Name: "web"}: true})
+	events := c.events()
+	woke := func() bool {
+		select {
+		case <-c.Trigger.notify:
+			return true
+		default:
+			return false
+		}
+	}
+	service := func(name, rv string, ips ...string) *corev1.Service {
+		return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "other", Name: name, ResourceVersion: rv}, Spec: corev1.ServiceSpec{ClusterIPs: ips}}
+	}
+	for _, tc := range []struct {
+		name  string
+		event func()
+		want  bool
+	}{
+		{"a Service created", func() { events.OnAdd(service("db", "1", "10.96.0.5"), false) }, true},
+		{"a headless Service created", func() { events.OnAdd(service("h", "1", corev1.ClusterIPNone), false) }, false},
+		{"an ExternalName Service created", func() { events.OnAdd(service("x", "1"), false) }, false},
+		{"a Service's labels changed", func() { events.OnUpdate(service("db", "1", "10.96.0.5"), service("db", "2", "10.96.0.5")) }, false},
+		{"an ExternalName Service given a ClusterIP", func() { events.OnUpdate(service("x", "1"), service("x", "2", "10.96.0.6")) }, true},
+		{"a Service deleted", func() { events.OnDelete(cache.DeletedFinalStateUnknown{Obj: service("db", "2", "10.96.0.5")}) }, true},
+		{"another Service's EndpointSlice", func() {
+			events.OnAdd(&discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: "other", Name: "db-1",
+				Labels: map[string]string{discoveryv1.LabelServiceName: "db"}}}, false)
+		}, false},
+	} {
+		tc.event()
+		if got := woke(); got != tc.want {
+			t.Errorf("%s: woke a sync %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
