@@ -46,8 +46,12 @@ func TestReplicasOneStatusWriter(t *testing.T) {
 	for i, name := range pods {
 		kongs[i] = kongdouble.New(kongdouble.Options{})
 		defer kongs[i].Close()
+		// A stopped leader releases the Lease, so the takeover below takes a
+		// retry period, not a lease duration; the lease is long enough that
+		// a leader under -race on loaded cores keeps it (a renewal missed
+		// would make two writers: a likely cause of this test's rare failures).
 		procs[i] = startKonglet(t, kongs[i], append(w.kongletArgs(), "--pod-name", name, "--pod-namespace", w.ns,
-			"--lease-duration", "2s", "--lease-renew-deadline", "1500ms", "--lease-retry-period", "200ms")...)
+			"--lease-duration", "4s", "--lease-renew-deadline", "3s", "--lease-retry-period", "200ms")...)
 	}
 	for i := range pods {
 		eventually(t, 10*time.Second, pods[i]+"'s Kong is loaded", expectTargets(kongs[i], "app.example.com", "/", "198.18.0.50:8080"))
