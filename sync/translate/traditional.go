@@ -83,14 +83,19 @@ func highestSuperset(need, limit int) int {
 
 // rankTraditional encodes Gateway API precedence in Kong's ranks: walking
 // the HTTP routes from the one Gateway API prefers most, each takes the
-// highest rank below the previous route's that its fixed bits allow, its
-// regex_priority being that rank's f. The first routes are negative (f bit
-// 12): there the plain-hosts bit does not count, and weight and header
-// count only require some bits of f, so no conjunction route is needed to
-// beat Kong's field counts. Each header count requires its own bits, so the
-// 4096 negative ranks hold about 1000 routes without header matches, 500
-// with up to three (TestRankTraditional). A route for which no lower rank
-// is left takes its lowest one and may outrank routes Gateway API prefers.
+// highest rank its fixed bits allow below the routes before it that may
+// match the same request, its regex_priority being that rank's f. Routes
+// of different plain hostnames never match one request: each hostname's
+// routes count down from the top, below any route without a plain
+// hostname ranked before them (precedenceClass ranks none so); the routes
+// without one rank below every route before them. The first routes are
+// negative (f bit 12): there the plain-hosts bit does not count, and
+// weight and header count only require some bits of f, so no extra route
+// is needed to beat Kong's field counts. Each header count requires its
+// own bits, so one chain of 4096 negative ranks holds about 1000 routes
+// without header matches, 500 with up to three. A route for which no lower
+// rank is left takes its lowest one and may outrank routes Gateway API
+// prefers.
 func rankTraditional(kongRoutes []*kongRoute) {
 	var http []*kongRoute
 	for _, kr := range kongRoutes {
@@ -101,17 +106,47 @@ func rankTraditional(kongRoutes []*kongRoute) {
 	slices.SortStableFunc(http, func(a, b *kongRoute) int {
 		return cmp.Or(cmp.Compare(b.class, a.class), a.order.compare(b.order))
 	})
-	limit := rankLimit
+	// Each limit is the lowest rank so far: of every route, of the routes
+	// without a plain hostname, of each plain hostname's routes.
+	limit, shared := rankLimit, rankLimit
+	hostLimit := map[string]int{}
 	for _, kr := range http {
 		fixed, plain := fixedBits(kr.route)
-		rank, f, ok := highestRank(fixed, plain, limit)
+		host, ok := plainHostname(kr.route)
+		l := limit
 		if ok {
-			limit = rank
-		} else {
-			f = fixed
+			l = shared
+			if hl, seen := hostLimit[host]; seen {
+				l = min(l, hl)
+			}
+		}
+		rank, f, fits := highestRank(fixed, plain, l)
+		if !fits {
+			kr.route.RegexPrio = int64(fixed)
+			continue
 		}
 		kr.route.RegexPrio = int64(f)
+		limit = min(limit, rank)
+		if ok {
+			hostLimit[host] = rank
+		} else {
+			shared = rank
+		}
 	}
+}
+
+// plainHostname is the one hostname, without port, of r's hosts, if they
+// have one and no wildcard.
+func plainHostname(r *declarative.Route) (string, bool) {
+	var name string
+	for i, h := range r.Hosts {
+		h, _, _ = strings.Cut(strings.ToLower(h), ":")
+		if strings.Contains(h, "*") || i > 0 && h != name {
+			return "", false
+		}
+		name = h
+	}
+	return name, name != ""
 }
 
 // isolationService answers 404, with Kong's own message, for the requests

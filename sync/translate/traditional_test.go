@@ -1,6 +1,8 @@
 package translate
 
 import (
+	"cmp"
+	"slices"
 	"strconv"
 	"testing"
 
@@ -36,10 +38,14 @@ func kongPriority(r *declarative.Route) uint64 {
 }
 
 // TestRankTraditional checks that Kong's priorities follow Gateway API
-// precedence for the first 500 of 1200 routes that mix every field konglet sets
-// (with up to three header matches, Kong's fixed bits leave about 500 ranks).
+// precedence between every two routes that may match one request, among
+// the first 800 of 1800 that mix every field konglet sets (up to three
+// header matches): 600 on four plain hostnames, ranked first as Gateway API
+// does, each hostname's from the top, then 1200 with a wildcard or no
+// hostname, below the deepest hostname's routes, where Kong's fixed bits
+// leave room for some 200.
 func TestRankTraditional(t *testing.T) {
-	const n, exact = 1200, 500
+	const n, exact = 1800, 800
 	prefix := gwv1.HTTPPathMatch{Type: ptr(gwv1.PathMatchPathPrefix), Value: ptr("/")}
 	routes := make([]*kongRoute, n)
 	for i := range routes {
@@ -49,7 +55,7 @@ func TestRankTraditional(t *testing.T) {
 		}
 		switch i % 3 {
 		case 1:
-			r.Hosts = []string{"a.example.com"}
+			r.Hosts = []string{"h" + strconv.Itoa(i/3%4) + ".example.com"}
 		case 2:
 			r.Hosts = []string{"*.example.com"}
 		}
@@ -59,24 +65,50 @@ func TestRankTraditional(t *testing.T) {
 				r.Headers["h"+strconv.Itoa(j)] = []string{"1"}
 			}
 		}
-		// Listed least preferred first: the ranking must sort them.
-		routes[n-1-i] = &kongRoute{route: r, class: uint64(n - i), path: prefix}
+		class := uint64(n - i)
+		if i%3 == 1 {
+			class += n // a plain hostname ranks first
+		}
+		routes[i] = &kongRoute{route: r, class: class, path: prefix}
 	}
+	slices.Reverse(routes) // the ranking must sort them
 	rankTraditional(routes)
-	prev := ^uint64(0)
+	slices.SortFunc(routes, func(a, b *kongRoute) int { return cmp.Compare(b.class, a.class) })
+	plainHost := func(r *declarative.Route) string {
+		if len(r.Hosts) == 0 || r.Hosts[0][0] == '*' {
+			return ""
+		}
+		return r.Hosts[0]
+	}
 	for i := range exact {
-		r := routes[n-1-i].route
-		if p := kongPriority(r); p >= prev {
-			t.Fatalf("route %d (methods %v, hosts %v, %d headers, regex_priority %d) has Kong priority %#x, not below the previous %#x",
-				i, r.Methods, r.Hosts, len(r.Headers), r.RegexPrio, p, prev)
-		} else {
-			prev = p
+		a := routes[i].route
+		for j := i + 1; j < exact; j++ {
+			b := routes[j].route
+			if ha, hb := plainHost(a), plainHost(b); ha != "" && hb != "" && ha != hb {
+				continue // never the same request
+			}
+			if pa, pb := kongPriority(a), kongPriority(b); pa <= pb {
+				t.Fatalf("route %d (methods %v, hosts %v, %d headers, regex_priority %d) has Kong priority %#x, not above route %d's %#x (methods %v, hosts %v, %d headers)",
+					i, a.Methods, a.Hosts, len(a.Headers), a.RegexPrio, pa, j, pb, b.Methods, b.Hosts, len(b.Headers))
+			}
 		}
 	}
 	for _, kr := range routes {
 		if rp := kr.route.RegexPrio; rp < 0 || rp >= 1<<13 {
 			t.Errorf("route %s: regex_priority %d is more than Kong's 13 bits", kr.route.Name, rp)
 		}
+	}
+}
+
+// A route with a plain hostname that Gateway API ranks after one without
+// (not that precedenceClass makes any) still ranks below it in Kong.
+func TestRankTraditionalHostAfterShared(t *testing.T) {
+	prefix := gwv1.HTTPPathMatch{Type: ptr(gwv1.PathMatchPathPrefix), Value: ptr("/")}
+	first := &declarative.Route{Name: "first", Paths: []string{"~/"}}
+	second := &declarative.Route{Name: "second", Paths: []string{"~/"}, Hosts: []string{"a.example.com"}}
+	rankTraditional([]*kongRoute{{route: second, class: 1, path: prefix}, {route: first, class: 2, path: prefix}})
+	if p1, p2 := kongPriority(first), kongPriority(second); p1 <= p2 {
+		t.Errorf("Kong priorities %#x (no hostname, preferred) and %#x (plain hostname)", p1, p2)
 	}
 }
 
