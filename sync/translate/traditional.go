@@ -88,14 +88,15 @@ func highestSuperset(need, limit int) int {
 // of different plain hostnames never match one request: each hostname's
 // routes count down from the top, below any route without a plain
 // hostname ranked before them (precedenceClass ranks none so); the routes
-// without one rank below every route before them. The first routes are
-// negative (f bit 12): there the plain-hosts bit does not count, and
-// weight and header count only require some bits of f, so no extra route
-// is needed to beat Kong's field counts. Each header count requires its
-// own bits, so one chain of 4096 negative ranks holds about 1000 routes
-// without header matches, 500 with up to three. A route for which no lower
-// rank is left takes its lowest one and may outrank routes Gateway API
-// prefers.
+// without one rank below every route before them. Negative ranks (f bit
+// 12) are kept for the routes that must outrank a route Kong makes
+// negative whatever its regex_priority (four fields), or, without plain
+// hosts, one with: among negative ranks the plain-hosts bit does not
+// count, and weight and header count only require some bits of f. Each
+// header count requires its own bits, so one chain of 4096 ranks holds
+// about 1000 routes without header matches, 500 with up to three. A route
+// for which no lower rank is left takes its lowest one and may outrank
+// routes Gateway API prefers.
 func rankTraditional(kongRoutes []*kongRoute) {
 	var http []*kongRoute
 	for _, kr := range kongRoutes {
@@ -106,19 +107,49 @@ func rankTraditional(kongRoutes []*kongRoute) {
 	slices.SortStableFunc(http, func(a, b *kongRoute) int {
 		return cmp.Or(cmp.Compare(b.class, a.class), a.order.compare(b.order))
 	})
+	// A route takes a negative rank only if it must outrank a later route
+	// that Kong makes negative whatever its regex_priority (four fields),
+	// or, having no plain hosts, a later one with (Kong ranks those above):
+	// the last such route of all, of the routes without a plain hostname,
+	// of each plain hostname; and the last with plain hosts.
+	lastForced, lastShared, lastPlain := -1, -1, -1
+	lastHost := map[string]int{}
+	for i, kr := range http {
+		fixed, plain := fixedBits(kr.route)
+		if plain {
+			lastPlain = i
+		}
+		if fixed&negative != 0 {
+			lastForced = i
+			if host, ok := plainHostname(kr.route); ok {
+				lastHost[host] = i
+			} else {
+				lastShared = i
+			}
+		}
+	}
 	// Each limit is the lowest rank so far: of every route, of the routes
 	// without a plain hostname, of each plain hostname's routes.
 	limit, shared := rankLimit, rankLimit
 	hostLimit := map[string]int{}
-	for _, kr := range http {
+	for i, kr := range http {
 		fixed, plain := fixedBits(kr.route)
 		host, ok := plainHostname(kr.route)
-		l := limit
+		l, last := limit, lastForced
+		if !plain {
+			last = max(last, lastPlain)
+		}
 		if ok {
-			l = shared
+			l, last = shared, lastShared
 			if hl, seen := hostLimit[host]; seen {
 				l = min(l, hl)
 			}
+			if hi, seen := lastHost[host]; seen {
+				last = max(last, hi)
+			}
+		}
+		if i > last {
+			l = min(l, negTier)
 		}
 		rank, f, fits := highestRank(fixed, plain, l)
 		if !fits {

@@ -112,6 +112,33 @@ func TestRankTraditionalHostAfterShared(t *testing.T) {
 	}
 }
 
+// Kong makes a route with four fields negative, above every other: only
+// the routes that must outrank it take regex_priority's sign bit (which
+// that route's own regex_priority repeats).
+func TestRankTraditionalSignBit(t *testing.T) {
+	prefix := gwv1.HTTPPathMatch{Type: ptr(gwv1.PathMatchPathPrefix), Value: ptr("/")}
+	host := []string{"a.example.com"}
+	routes := []*declarative.Route{
+		{Name: "a", Paths: []string{"~/"}, Hosts: host},
+		{Name: "b", Paths: []string{"~/"}, Hosts: host, Methods: []string{"GET"}, Headers: map[string][]string{"h": {"1"}}},
+		{Name: "c", Paths: []string{"~/"}, Hosts: host, Methods: []string{"GET"}},
+		{Name: "d", Paths: []string{"~/"}},
+	}
+	var krs []*kongRoute
+	for i, r := range routes {
+		krs = append(krs, &kongRoute{route: r, class: uint64(len(routes) - i), path: prefix})
+	}
+	rankTraditional(krs)
+	for i, r := range routes {
+		if negative := r.RegexPrio >= 1<<12; negative != (i <= 1) {
+			t.Errorf("route %s: regex_priority %d", r.Name, r.RegexPrio)
+		}
+		if i > 0 && kongPriority(routes[i-1]) <= kongPriority(r) {
+			t.Errorf("route %s: Kong priority %#x, not below %s's %#x", r.Name, kongPriority(r), routes[i-1].Name, kongPriority(routes[i-1]))
+		}
+	}
+}
+
 func TestHighestSuperset(t *testing.T) {
 	cases := []struct{ bits, limit, want int }{
 		{0x400, 0xC00, 0x7FF}, // 0xBFF lacks bit 10: down to 0x7FF
