@@ -122,6 +122,10 @@ spec:
 			route("ns", "wild", "", "['*.example.com']", "  - matches: [{path: {type: Exact, value: /p}}]\n"+backend) +
 				route("ns", "exact", "", "[api.example.com]", "  - matches: [{path: {value: /}}]\n"+backend),
 			kongdouble.Request{Host: "api.example.com", Path: "/p"}, "ns/exact/0/0"},
+		{"an exact path outranks a method and headers on the same hostname",
+			route("ns", "exact", "", "[api.example.com]", "  - matches: [{path: {type: Exact, value: /p}}]\n"+backend) +
+				route("ns", "more", "", "[api.example.com]", "  - matches: [{path: {value: /}, method: GET, headers: [{name: a, value: '1'}]}]\n"+backend),
+			kongdouble.Request{Host: "api.example.com", Path: "/p", Method: "GET", Headers: http.Header{"A": {"1"}}}, "ns/exact/0/0"},
 		{"a longer wildcard beats a shorter one",
 			route("ns", "short", "", "['*.example.com']", "  - matches: [{path: {value: /}}]\n"+backend) +
 				route("ns", "long", "", "['*.api.example.com']", "  - matches: [{path: {value: /}}]\n"+backend),

@@ -125,7 +125,8 @@ func (t *translator) assemble(routes mergedRoutes, gateways []*gateway, certs []
 		}
 	} else {
 		isolation, terminators := t.isolationService(gateways, listenerPortsOf(gateways))
-		services = rankTraditional(append(slices.Clip(routes.kongRoutes), terminators...), append(slices.Clip(services), isolation))
+		rankTraditional(append(slices.Clip(routes.kongRoutes), terminators...))
+		services = append(slices.Clip(services), isolation)
 	}
 	cfg := &declarative.Config{FormatVersion: declarative.FormatVersion}
 	slices.SortFunc(services, func(a, b *declarative.Service) int { return cmp.Compare(a.Name, b.Name) })

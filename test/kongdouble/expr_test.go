@@ -204,19 +204,38 @@ func TestCompatExpressionAndPriority(t *testing.T) {
 		t.Errorf("escapeStr = %s", got)
 	}
 
-	bits := func(weight, plainHost, headers, regex, regexPrio, length uint64) uint64 {
-		return weight<<61 | plainHost<<60 | headers<<52 | regex<<51 | regexPrio<<19 | length
-	}
+	// Each want is transform.lua's get_priority worked by hand under LuaJIT:
+	// weight<<61, headers<<52 and regex_priority<<19 are 32-bit shifts of Lua
+	// numbers (counts 29, 20 and 19), sign-extended by bor; bit 60 (plain
+	// hosts) and bit 51 (regex path) are uint64 cdata.
 	cases := []struct {
 		route map[string]any
 		want  uint64
 	}{
-		{map[string]any{"paths": []any{"/foo"}}, bits(1, 0, 0, 0, 0, 4)},
-		{map[string]any{"paths": []any{"~/foo"}, "regex_priority": 7.0}, bits(1, 0, 0, 1, 7, 0)},
-		{map[string]any{"paths": []any{"/foo"}, "regex_priority": 7.0}, bits(1, 0, 0, 0, 0, 4)},
-		{map[string]any{"hosts": []any{"a.com"}, "paths": []any{"/"}}, bits(2, 1, 0, 0, 0, 1)},
-		{map[string]any{"hosts": []any{"*.a.com"}, "methods": []any{"GET"}}, bits(2, 0, 0, 0, 0, 0)},
-		{map[string]any{"hosts": []any{}, "headers": map[string]any{"a": []any{"1"}, "b": []any{"2"}}}, bits(1, 1, 2, 0, 0, 0)},
+		// weight 1<<29, length 4
+		{map[string]any{"paths": []any{"/foo"}}, 0x20000004},
+		// regex bit, weight 1<<29, 7<<19
+		{map[string]any{"paths": []any{"~/foo"}, "regex_priority": 7.0}, 0x0008_0000_2038_0000},
+		// regex_priority counts for regex paths only
+		{map[string]any{"paths": []any{"/foo"}, "regex_priority": 7.0}, 0x20000004},
+		// plain host bit, weight 2<<29, length 1
+		{map[string]any{"hosts": []any{"a.com"}, "paths": []any{"/"}}, 0x1000_0000_4000_0001},
+		{map[string]any{"hosts": []any{"*.a.com"}, "methods": []any{"GET"}}, 0x40000000},
+		// an empty hosts table is a table: plain; header count 2<<20, not <<52
+		{map[string]any{"hosts": []any{}, "headers": map[string]any{"a": []any{"1"}, "b": []any{"2"}}}, 0x1000_0000_2020_0000},
+		// regex_priority 4095 sets bits 19-30, over weight (1<<29) and header
+		// count: it outranks the weight-3 route below
+		{map[string]any{"paths": []any{"~/a"}, "regex_priority": 4095.0}, 0x0008_0000_7FF8_0000},
+		{map[string]any{"paths": []any{"~/a"}, "hosts": []any{"*.a.com"}, "methods": []any{"GET"}}, 0x0008_0000_6000_0000},
+		// one header (1<<20) and regex_priority 2 (2<<19) share bit 20
+		{map[string]any{"paths": []any{"~/a"}, "headers": map[string]any{"a": []any{"1"}}, "regex_priority": 2.0}, 0x0008_0000_4010_0000},
+		// weight 4: 4<<29 is int32 bit 31, negative, sign-extended over the
+		// plain host and regex bits
+		{map[string]any{"paths": []any{"~/a"}, "hosts": []any{"a.com"}, "methods": []any{"GET"}, "headers": map[string]any{"a": []any{"1"}}}, 0xFFFF_FFFF_8010_0000},
+		// regex_priority 4096: bit 12 lands on bit 31, negative too
+		{map[string]any{"paths": []any{"~/a"}, "regex_priority": 4096.0}, 0xFFFF_FFFF_A000_0000},
+		// a negative regex_priority keeps its low 13 bits (-1: 0x1FFF<<19)
+		{map[string]any{"paths": []any{"~/a"}, "regex_priority": -1.0}, 0xFFFF_FFFF_FFF8_0000},
 	}
 	for _, c := range cases {
 		if got := compatPriority(c.route); got != c.want {

@@ -256,17 +256,25 @@ func isEmptyField(v any) bool {
 
 const expressionOnlyBits = uint64(0xFF) << 56
 
-// compatPriority is transform.lua's get_priority for an http route (paths
-// already grouped so that they share one kind and length).
+// compatPriority is kong/router/transform.lua get_priority for an http route (paths
+// already grouped so that they share one kind and length), as Kong 3.9 runs
+// it under LuaJIT: its lshift_uint64 rebinds its uint64 cdata to the Lua
+// number it is given, so weight, header count and regex_priority are
+// shifted with the 32-bit bit.lshift (luaShift); only the plain-host and
+// regex bits are uint64 cdata. bor then ORs in 64 bits, each number
+// sign-extended (when no argument is cdata the 32-bit result reaches the
+// router's uintptr_t priority through FFI, sign-extended the same way on
+// x86-64): the three shifted fields overlap in bits 19-31 and a set bit 31
+// (weight 4 or more, or regex_priority bit 12) sets every higher bit.
 func compatPriority(route map[string]any) uint64 {
-	weight := uint64(0)
+	weight := int64(0)
 	for _, f := range []string{"sources", "destinations", "methods", "hosts", "snis"} {
 		if !isEmptyField(route[f]) {
 			weight++
 		}
 	}
 	headers, _ := route["headers"].(map[string]any)
-	headerCount := uint64(min(len(headers), 255))
+	headerCount := int64(min(len(headers), 255))
 	if headerCount > 0 {
 		weight++
 	}
@@ -286,19 +294,26 @@ func compatPriority(route map[string]any) uint64 {
 			uriLength = len(paths[0])
 		}
 	}
-	p := weight<<61 | headerCount<<52 | uint64(uriLength&0x7FFFF)
+	regexPriority := int64(0)
+	if regexURL {
+		rp, _ := route["regex_priority"].(float64)
+		regexPriority = int64(rp)
+	}
+	p := luaShift(weight, 61) | luaShift(headerCount, 52) | luaShift(regexPriority, 19) | uint64(uriLength&0x7FFFF)
 	if plainHostOnly {
 		p |= 1 << 60
 	}
 	if regexURL {
-		// transform.lua shifts regex_priority, a Lua number, with LuaJIT's
-		// 32-bit bit.lshift: only its low 13 bits survive, and bit 12 set
-		// makes the result negative, which bor sign-extends over every
-		// higher bit of the 64-bit priority.
-		rp, _ := route["regex_priority"].(float64)
-		p |= 1<<51 | uint64(int64(int32(uint32(int64(rp))<<19)))
+		p |= 1 << 51
 	}
 	return p
+}
+
+// luaShift is LuaJIT's bit.lshift of a Lua number (the value taken modulo
+// 2^32, the count modulo 32, the result an int32) as bor widens it to 64
+// bits: sign-extended.
+func luaShift(v int64, n uint) uint64 {
+	return uint64(int64(int32(uint32(v) << (n & 31))))
 }
 
 // groupPaths splits paths by kind and length, in order of first appearance,
