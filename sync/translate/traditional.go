@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/konglet/konglet/proxy/declarative"
@@ -96,8 +97,9 @@ func highestSuperset(need, limit int) int {
 // header count requires its own bits, so one chain of 4096 ranks holds
 // about 1000 routes without header matches, 500 with up to three. A route
 // for which no lower rank is left takes its lowest one and may outrank
-// routes Gateway API prefers.
-func rankTraditional(kongRoutes []*kongRoute) {
+// routes Gateway API prefers: those are returned, for their owners to be
+// told.
+func rankTraditional(kongRoutes []*kongRoute) (unranked []*declarative.Route) {
 	var http []*kongRoute
 	for _, kr := range kongRoutes {
 		if kr.path.Type != nil {
@@ -154,6 +156,7 @@ func rankTraditional(kongRoutes []*kongRoute) {
 		rank, f, fits := highestRank(fixed, plain, l)
 		if !fits {
 			kr.route.RegexPrio = int64(fixed)
+			unranked = append(unranked, kr.route)
 			continue
 		}
 		kr.route.RegexPrio = int64(f)
@@ -163,6 +166,48 @@ func rankTraditional(kongRoutes []*kongRoute) {
 		} else {
 			shared = rank
 		}
+	}
+	return unranked
+}
+
+// unrankedNote tells a route's owner that Kong may prefer it to routes
+// Gateway API prefers.
+const unrankedNote = "the traditional_compatible router has no priority left to rank some of its matches below every route Gateway API prefers on the same hostname (about 250 to 1000 routes per hostname, see docs/features.md), so Kong may pick them first; the expressions router ranks every route exactly"
+
+// noteUnranked adds unrankedNote to the Accepted condition of the owners of
+// unranked Kong routes (those of services). The statuses may be a Memo's:
+// they are copied.
+func noteUnranked(statuses map[ObjectRef][]gwv1.RouteParentStatus, services []*declarative.Service, unranked []*declarative.Route) {
+	if len(unranked) == 0 {
+		return
+	}
+	owner := map[*declarative.Route]*declarative.Service{}
+	for _, svc := range services {
+		for _, r := range svc.Routes {
+			owner[r] = svc
+		}
+	}
+	told := map[ObjectRef]bool{}
+	for _, r := range unranked {
+		svc := owner[r]
+		if svc == nil {
+			continue
+		}
+		ref, ok := RefFromTags(svc.Tags)
+		if !ok || told[ref] {
+			continue // the listener isolation's, owned by no route
+		}
+		told[ref] = true
+		parents := slices.Clone(statuses[ref])
+		for i := range parents {
+			parents[i].Conditions = slices.Clone(parents[i].Conditions)
+			for j, c := range parents[i].Conditions {
+				if c.Type == string(gwv1.RouteConditionAccepted) && c.Status == metav1.ConditionTrue {
+					parents[i].Conditions[j].Message = joinMessages(slices.DeleteFunc([]string{c.Message, unrankedNote}, func(m string) bool { return m == "" }))
+				}
+			}
+		}
+		statuses[ref] = parents
 	}
 }
 

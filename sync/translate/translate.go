@@ -100,7 +100,8 @@ func (t *translator) run(kept *keptRoutes) Result {
 	routes := t.translateRoutes(ranked, gateways, ports, kept)
 	certs := certificates(gateways) // before statuses: it finds conflicts
 	gatewayStatuses, listenerSetStatuses := t.finishGateways(gateways, routes.attached)
-	cfg := t.assemble(routes, gateways, certs)
+	cfg, unranked := t.assemble(routes, gateways, certs)
+	noteUnranked(routes.statuses, cfg.Services, unranked)
 	return Result{Config: cfg, Status: Status{
 		GatewayClasses: classes,
 		Gateways:       gatewayStatuses,
@@ -112,8 +113,9 @@ func (t *translator) run(kept *keptRoutes) Result {
 }
 
 // assemble builds Kong's configuration from the routes' entities and the
-// listeners' certificates.
-func (t *translator) assemble(routes mergedRoutes, gateways []*gateway, certs []*declarative.Certificate) *declarative.Config {
+// listeners' certificates; unranked are the Kong routes that Kong's
+// traditional_compatible router may prefer to routes Gateway API prefers.
+func (t *translator) assemble(routes mergedRoutes, gateways []*gateway, certs []*declarative.Certificate) (cfg *declarative.Config, unranked []*declarative.Route) {
 	// Priorities depend on every route that shares a precedence class.
 	services, kongRoutes := routes.services, routes.kongRoutes
 	if t.snap.Kong.RouterFlavor == snapshot.RouterExpressions {
@@ -125,10 +127,10 @@ func (t *translator) assemble(routes mergedRoutes, gateways []*gateway, certs []
 		}
 	} else {
 		isolation, terminators := t.isolationService(gateways, listenerPortsOf(gateways))
-		rankTraditional(append(slices.Clip(routes.kongRoutes), terminators...))
+		unranked = rankTraditional(append(slices.Clip(routes.kongRoutes), terminators...))
 		services = append(slices.Clip(services), isolation)
 	}
-	cfg := &declarative.Config{FormatVersion: declarative.FormatVersion}
+	cfg = &declarative.Config{FormatVersion: declarative.FormatVersion}
 	slices.SortFunc(services, func(a, b *declarative.Service) int { return cmp.Compare(a.Name, b.Name) })
 	for _, svc := range services {
 		slices.SortFunc(svc.Routes, func(a, b *declarative.Route) int { return cmp.Compare(a.Name, b.Name) })
@@ -144,7 +146,7 @@ func (t *translator) assemble(routes mergedRoutes, gateways []*gateway, certs []
 	cfg.Certificates = append(certs, clientCertificates(gateways, services)...)
 	cfg.CACertificates = t.caCertificatesOf(services)
 	cfg.Plugins = t.globalPlugins(kongRoutes)
-	return cfg
+	return cfg, unranked
 }
 
 // condition builds a condition without a timestamp (the writer sets it).
