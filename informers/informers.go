@@ -17,10 +17,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	kubeinformers "k8s.io/client-go/informers"
-	coreinformers "k8s.io/client-go/informers/core/v1"
-	discoveryinformers "k8s.io/client-go/informers/discovery/v1"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	discoverylisters "k8s.io/client-go/listers/discovery/v1"
@@ -63,6 +62,7 @@ type Cache struct {
 	bound   map[types.NamespacedName]bool // scope.Gateways
 
 	factories   []interface{ Start(<-chan struct{}) }
+	informers   []cache.SharedIndexInformer // run by Start, outside factories
 	synced      []cache.InformerSynced
 	classes     gwlisters.GatewayClassLister
 	gateways    []gwlisters.GatewayLister
@@ -97,26 +97,23 @@ func New(kube kubernetes.Interface, gw gwclient.Interface, scope Scope, trigger 
 	for _, g := range scope.Gateways {
 		c.bound[g] = true
 	}
-	transform := kubeinformers.WithTransform(c.transform)
 	gwTransform := gwinformers.WithTransform(c.transform)
 
-	core := kubeinformers.NewSharedInformerFactoryWithOptions(kube, resyncNever, transform)
-	// The numerous kinds are listed whole, never by namespace: without the
-	// factories' namespace index, which holds every object's key once more.
-	core.InformerFor(&corev1.Service{}, func(c kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
-		return coreinformers.NewServiceInformer(c, metav1.NamespaceAll, resync, cache.Indexers{})
-	})
-	core.InformerFor(&discoveryv1.EndpointSlice{}, func(c kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
-		return discoveryinformers.NewEndpointSliceInformer(c, metav1.NamespaceAll, resync, cache.Indexers{})
-	})
-	c.services = core.Core().V1().Services().Lister()
-	c.slices = core.Discovery().V1().EndpointSlices().Lister()
-	c.namespaces = core.Core().V1().Namespaces().Lister()
-	if err := c.watch(core.Core().V1().Services().Informer(), core.Discovery().V1().EndpointSlices().Informer(),
-		core.Core().V1().Namespaces().Informer()); err != nil {
+	// The Kubernetes kinds get an informer each rather than client-go's
+	// informer factory, whose generic lookup links the informers and
+	// listers of every API group into the binary (about 1.5 MiB more
+	// resident). The numerous kinds are listed whole, never by namespace:
+	// no informer keeps a namespace index, which would hold every object's
+	// key once more.
+	services := c.informer(&corev1.Service{}, listWatch[*corev1.ServiceList](kube.CoreV1().Services(metav1.NamespaceAll)), kube)
+	endpointSlices := c.informer(&discoveryv1.EndpointSlice{}, listWatch[*discoveryv1.EndpointSliceList](kube.DiscoveryV1().EndpointSlices(metav1.NamespaceAll)), kube)
+	namespaces := c.informer(&corev1.Namespace{}, listWatch[*corev1.NamespaceList](kube.CoreV1().Namespaces()), kube)
+	c.services = corelisters.NewServiceLister(services.GetIndexer())
+	c.slices = discoverylisters.NewEndpointSliceLister(endpointSlices.GetIndexer())
+	c.namespaces = corelisters.NewNamespaceLister(namespaces.GetIndexer())
+	if err := c.watch(services, endpointSlices, namespaces); err != nil {
 		return nil, err
 	}
-	c.factories = append(c.factories, core)
 	// Secrets are watched one by one, only those that listeners may use
 	// (DESIGN decision 8), and so are the ConfigMaps of CA certificates
 	// that BackendTLSPolicies name: see Snapshot.
@@ -127,13 +124,12 @@ func New(kube kubernetes.Interface, gw gwclient.Interface, scope Scope, trigger 
 	if scope.PodName != "" && scope.PodNamespace != "" {
 		// The Pods of the own namespace: this one, and its peers whose
 		// konglet conditions make the Gateway's Programmed.
-		pods := kubeinformers.NewSharedInformerFactoryWithOptions(kube, resyncNever, transform, kubeinformers.WithNamespace(scope.PodNamespace))
-		c.pods = pods.Core().V1().Pods().Lister()
+		pods := c.informer(&corev1.Pod{}, listWatch[*corev1.PodList](kube.CoreV1().Pods(scope.PodNamespace)), kube)
+		c.pods = corelisters.NewPodLister(pods.GetIndexer())
 		c.hasPodScope = true
-		if err := c.watch(pods.Core().V1().Pods().Informer()); err != nil {
+		if err := c.watch(pods); err != nil {
 			return nil, err
 		}
-		c.factories = append(c.factories, pods)
 	}
 
 	all := gwinformers.NewSharedInformerFactoryWithOptions(gw, resyncNever, gwTransform)
@@ -175,6 +171,32 @@ func New(kube kubernetes.Interface, gw gwclient.Interface, scope Scope, trigger 
 		c.factories = append(c.factories, f)
 	}
 	return c, nil
+}
+
+// listWatcher is a typed client of one kind, in a namespace or all.
+type listWatcher[L runtime.Object] interface {
+	List(context.Context, metav1.ListOptions) (L, error)
+	Watch(context.Context, metav1.ListOptions) (watch.Interface, error)
+}
+
+// listWatch lists and watches one kind through its typed client.
+func listWatch[L runtime.Object](api listWatcher[L]) *cache.ListWatch {
+	return &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return api.List(ctx, o)
+		},
+		WatchFuncWithContext: api.Watch,
+	}
+}
+
+// informer makes an informer of obj's kind, with no index, slimmed by
+// Cache.transform, that Start runs. kube tells whether the API server can
+// stream the initial list (as client-go's own informers ask).
+func (c *Cache) informer(obj runtime.Object, lw *cache.ListWatch, kube kubernetes.Interface) cache.SharedIndexInformer {
+	inf := cache.NewSharedIndexInformer(cache.ToListWatcherWithWatchListSemantics(lw, kube), obj, resyncNever, cache.Indexers{})
+	_ = inf.SetTransform(c.transform) // cannot fail before the informer runs
+	c.informers = append(c.informers, inf)
+	return inf
 }
 
 func (c *Cache) watch(informers ...cache.SharedIndexInformer) error {
@@ -310,6 +332,9 @@ func (c *Cache) Start(ctx context.Context) {
 	c.secrets.ctx, c.backendTLS.configMaps.ctx = ctx, ctx
 	for _, f := range c.factories {
 		f.Start(ctx.Done())
+	}
+	for _, inf := range c.informers {
+		go inf.RunWithContext(ctx)
 	}
 }
 

@@ -1,6 +1,7 @@
 package informers
 
 import (
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -12,7 +13,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	kubeinformers "k8s.io/client-go/informers"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -237,27 +237,26 @@ func TestTransformSharesWhatRecursAcrossBackends(t *testing.T) {
 }
 
 // TestNumerousKindsHaveNoNamespaceIndex: the informers of Services,
-// EndpointSlices, HTTPRoutes and GRPCRoutes keep no index (the cache lists
-// them whole), which would hold every object's key once more.
+// EndpointSlices (like every Kubernetes kind's), HTTPRoutes and GRPCRoutes
+// keep no index (the cache lists them whole), which would hold every
+// object's key once more.
 func TestNumerousKindsHaveNoNamespaceIndex(t *testing.T) {
 	c, err := New(kubefake.NewClientset(), gwfake.NewClientset(), Scope{ControllerName: snapshot.DefaultControllerName}, NewTrigger(time.Millisecond, time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var indexers map[string]cache.Indexers
+	indexers := map[string]cache.Indexers{}
+	for i, inf := range c.informers {
+		indexers[fmt.Sprintf("Kubernetes kind %d", i)] = inf.GetIndexer().GetIndexers()
+	}
 	for _, f := range c.factories {
-		switch f := f.(type) {
-		case kubeinformers.SharedInformerFactory:
-			indexers = map[string]cache.Indexers{"Service": f.Core().V1().Services().Informer().GetIndexer().GetIndexers(),
-				"EndpointSlice": f.Discovery().V1().EndpointSlices().Informer().GetIndexer().GetIndexers()}
-		case gwinformers.SharedInformerFactory:
-			if indexers != nil {
-				indexers["HTTPRoute"] = f.Gateway().V1().HTTPRoutes().Informer().GetIndexer().GetIndexers()
-				indexers["GRPCRoute"] = f.Gateway().V1().GRPCRoutes().Informer().GetIndexer().GetIndexers()
-			}
+		if f, ok := f.(gwinformers.SharedInformerFactory); ok && indexers["HTTPRoute"] == nil {
+			indexers["HTTPRoute"] = f.Gateway().V1().HTTPRoutes().Informer().GetIndexer().GetIndexers()
+			indexers["GRPCRoute"] = f.Gateway().V1().GRPCRoutes().Informer().GetIndexer().GetIndexers()
 		}
 	}
-	if len(indexers) != 4 {
+	// Services, EndpointSlices, Namespaces, and the route kinds.
+	if len(indexers) != 5 {
 		t.Fatalf("informers found: %v", indexers)
 	}
 	for kind, ix := range indexers {

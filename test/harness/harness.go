@@ -18,14 +18,23 @@ import (
 	"github.com/konglet/konglet/test/cluster"
 )
 
-// Build compiles konglet into dir; race adds the race detector.
+// Build compiles konglet into dir; race adds the race detector. Without
+// it, konglet is built as the image and `make build` build it (static, no
+// cgo, no symbol table), so that what the benchmarks measure is what ships:
+// a cgo binary maps the C library too (about 1.3 MiB more resident).
 func Build(dir string, race bool) (string, error) {
 	bin := dir + "/konglet"
 	args := []string{"build", "-o", bin}
+	env := os.Environ()
 	if race {
 		args = append(args, "-race")
+	} else {
+		args = append(args, "-trimpath", "-ldflags=-s -w")
+		env = append(env, "CGO_ENABLED=0")
 	}
-	out, err := exec.Command("go", append(args, "github.com/konglet/konglet/cmd/konglet")...).CombinedOutput()
+	cmd := exec.Command("go", append(args, "github.com/konglet/konglet/cmd/konglet")...)
+	cmd.Env = env
+	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return "", fmt.Errorf("building konglet: %v\n%s", err, out)
 	}
