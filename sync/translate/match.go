@@ -78,9 +78,9 @@ func precedenceClass(host string, m gwv1.HTTPRouteMatch) uint64 {
 // shared: nothing writes through them.
 var no, yes = false, true
 
-// kongRoute builds the Kong route for one match in one placement.
-func (t *translator) kongRoute(name string, place placement, m gwv1.HTTPRouteMatch, filters ruleFilters, stream bool) *kongRoute {
-	r := &declarative.Route{
+// kongRoute builds the Kong route for one match in one placement into r.
+func (t *translator) kongRoute(r *declarative.Route, name string, place placement, m gwv1.HTTPRouteMatch, filters ruleFilters, stream bool) kongRoute {
+	*r = declarative.Route{
 		Name:      name,
 		Protocols: place.protocols,
 	}
@@ -95,7 +95,7 @@ func (t *translator) kongRoute(name string, place placement, m gwv1.HTTPRouteMat
 	default:
 		traditionalFields(r, place, m, filters)
 	}
-	kr := &kongRoute{route: r, class: precedenceClass(place.host, m)}
+	kr := kongRoute{route: r, class: precedenceClass(place.host, m)}
 	if !stream {
 		// strip_path and preserve_host are HTTP-only fields in Kong.
 		r.StripPath, r.PreserveHost = &no, &yes
