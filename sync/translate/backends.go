@@ -187,10 +187,13 @@ func (t *translator) targets(upstream string, backends []backend) []*declarative
 	// Targets carry no tags (they are the most numerous entity): Kong's
 	// errors about one are traced through their upstream (Result.Owner).
 	if len(shares) == 1 {
-		// The common case: one backend, sorted distinct addresses.
+		// The common case: one backend, sorted distinct addresses. Its
+		// targets are allocated together.
 		out := make([]*declarative.Target, len(shares[0].addrs))
+		targets := make([]declarative.Target, len(out))
 		for i, a := range shares[0].addrs {
-			out[i] = &declarative.Target{ID: declarative.ID("target", upstream, a), Target: a, Weight: 100}
+			targets[i] = declarative.Target{ID: declarative.ID("target", upstream, a), Target: a, Weight: 100}
+			out[i] = &targets[i]
 		}
 		return out
 	}
