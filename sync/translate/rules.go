@@ -1,6 +1,7 @@
 package translate
 
 import (
+	"cmp"
 	"fmt"
 	"regexp"
 	"slices"
@@ -67,6 +68,7 @@ func (t *translator) rules(r route) (out []ruleResult, read []backendInput) {
 			// No match tells stream rules apart: the first one is served.
 			res.dropped = fmt.Sprintf("rule %s: a %s is served by its first rule only", ruleLabel(i, rule.name), r.kind)
 		}
+		res.matches = make([]gwv1.HTTPRouteMatch, 0, len(matches))
 		for mi, m := range matches {
 			norm, err := t.normalizeMatch(m)
 			if err != "" && res.dropped == "" {
@@ -115,17 +117,18 @@ var (
 
 // normalizeMatch fills defaults and checks that Kong can express the match.
 func (t *translator) normalizeMatch(m gwv1.HTTPRouteMatch) (gwv1.HTTPRouteMatch, string) {
-	out := gwv1.HTTPRouteMatch{Method: m.Method}
-	path := gwv1.HTTPPathMatch{Type: &defaultPathType, Value: &rootPath}
-	if m.Path != nil {
-		if m.Path.Type != nil {
-			path.Type = m.Path.Type
+	out := gwv1.HTTPRouteMatch{Method: m.Method, Path: m.Path}
+	if m.Path == nil || m.Path.Type == nil || m.Path.Value == nil {
+		// A complete path match is shared with the route, never written
+		// through: most are, and a copy per match was an allocation.
+		path := gwv1.HTTPPathMatch{Type: &defaultPathType, Value: &rootPath}
+		if m.Path != nil {
+			path.Type = cmp.Or(m.Path.Type, path.Type)
+			path.Value = cmp.Or(m.Path.Value, path.Value)
 		}
-		if m.Path.Value != nil {
-			path.Value = m.Path.Value
-		}
+		out.Path = &path
 	}
-	out.Path = &path
+	path := *out.Path
 	switch *path.Type {
 	case gwv1.PathMatchExact, gwv1.PathMatchPathPrefix:
 		if !strings.HasPrefix(*path.Value, "/") || strings.Contains(*path.Value, "//") {
