@@ -153,7 +153,7 @@ func (t *translator) upstream(name string, backends []backend) *declarative.Upst
 func upstreamName(backends []backend) string {
 	if len(backends) == 1 {
 		b := backends[0]
-		return fmt.Sprintf("%s.%s.%d.svc", b.service.Name, b.service.Namespace, b.port.Port)
+		return b.service.Name + "." + b.service.Namespace + "." + strconv.Itoa(int(b.port.Port)) + ".svc"
 	}
 	keys := make([]string, len(backends))
 	for i, b := range backends {

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/konglet/konglet/proxy/declarative"
@@ -224,7 +225,8 @@ func (t *translator) translateRoute(r route, gws []*gateway, ports listenerPorts
 		if reason == "" && refused {
 			reason, msg = string(gwv1.RouteReasonUnsupportedValue), refusal
 		}
-		st := gwv1.RouteParentStatus{ParentRef: v.ref, ControllerName: gwv1.GatewayController(t.snap.ControllerName)}
+		st := gwv1.RouteParentStatus{ParentRef: v.ref, ControllerName: gwv1.GatewayController(t.snap.ControllerName),
+			Conditions: make([]metav1.Condition, 0, 3)} // Accepted, ResolvedRefs, PartiallyInvalid
 		if reason == "" {
 			servable = true
 			st.Conditions = append(st.Conditions, condition(string(gwv1.RouteConditionAccepted), true, string(gwv1.RouteReasonAccepted), notes(rules), gen))
