@@ -131,99 +131,96 @@ func assignPriorities(kongRoutes []*kongRoute) {
 // and a string per clause and literal was a fifth of its allocations.
 func httpExpression(place placement, m gwv1.HTTPRouteMatch, filters ruleFilters) string {
 	var buf [256]byte
-	x := expression{b: buf[:0]}
+	x := expression(buf[:0])
 	if place.matchPort {
-		x.and("(")
+		x = x.and("(")
 		for i, p := range place.ports {
 			if i > 0 {
-				x.raw(" || ")
+				x = x.raw(" || ")
 			}
-			x.raw("net.dst.port == ")
-			x.b = strconv.AppendInt(x.b, int64(p), 10)
+			x = x.raw("net.dst.port == ")
+			x = strconv.AppendInt(x, int64(p), 10)
 		}
-		x.raw(")")
+		x = x.raw(")")
 	}
 	if place.host != "" {
-		x.and("(").hostPredicate(place.host).raw(")")
+		x = x.and("(").hostPredicate(place.host).raw(")")
 	}
 	for _, h := range place.excluded {
-		x.and("!(").hostPredicate(h).raw(")")
+		x = x.and("!(").hostPredicate(h).raw(")")
 	}
 	value := kongPath(*m.Path)
 	switch *m.Path.Type {
 	case gwv1.PathMatchExact:
-		x.and("(http.path == ").quote(value).raw(")")
+		x = x.and("(http.path == ").quote(value).raw(")")
 	case gwv1.PathMatchRegularExpression:
-		x.and("(http.path ~ ").quote(anchored(value)).raw(")")
+		x = x.and("(http.path ~ ").quote(anchored(value)).raw(")")
 	default:
 		if replacement, ok := filters.prefixRewrite(); ok {
-			x.and("(http.path ~ ").quote(prefixCapture(value, replacement)).raw(")")
+			x = x.and("(http.path ~ ").quote(prefixCapture(value, replacement)).raw(")")
 			break
 		}
 		prefix := strings.TrimSuffix(value, "/")
 		if prefix != "" {
-			x.and("(http.path == ").quote(prefix).raw(" || http.path ^= ").quote(prefix + "/").raw(")")
+			x = x.and("(http.path == ").quote(prefix).raw(" || http.path ^= ").quote(prefix + "/").raw(")")
 		}
 	}
 	if m.Method != nil {
-		x.and("(http.method == ").quote(string(*m.Method)).raw(")")
+		x = x.and("(http.method == ").quote(string(*m.Method)).raw(")")
 	}
 	for _, h := range m.Headers {
-		x.and("(any(http.headers.").raw(strings.ReplaceAll(string(h.Name), "-", "_")).raw(")")
-		x.valueClause((*gwv1.HeaderMatchType)(h.Type), h.Value).raw(")")
+		x = x.and("(any(http.headers.").raw(strings.ReplaceAll(string(h.Name), "-", "_")).raw(")")
+		x = x.valueClause((*gwv1.HeaderMatchType)(h.Type), h.Value).raw(")")
 	}
 	for _, q := range m.QueryParams {
-		x.and("(any(http.queries.").raw(string(q.Name)).raw(")")
-		x.valueClause((*gwv1.HeaderMatchType)(q.Type), q.Value).raw(")")
+		x = x.and("(any(http.queries.").raw(string(q.Name)).raw(")")
+		x = x.valueClause((*gwv1.HeaderMatchType)(q.Type), q.Value).raw(")")
 	}
-	if len(x.b) == 0 {
+	if len(x) == 0 {
 		// A route must say something: every normalized path starts with /.
-		x.raw(`(http.path ^= "/")`)
+		x = x.raw(`(http.path ^= "/")`)
 	}
-	return string(x.b)
+	return string(x)
 }
 
-// expression appends an expression of Kong's router to a buffer.
-type expression struct{ b []byte }
+// expression appends an expression of Kong's router to a buffer (a slice,
+// not a pointer, so that a buffer on the stack stays there).
+type expression []byte
 
 // and starts a clause with s, after " && " unless it is the first.
-func (x *expression) and(s string) *expression {
-	if len(x.b) > 0 {
-		x.raw(" && ")
+func (x expression) and(s string) expression {
+	if len(x) > 0 {
+		x = x.raw(" && ")
 	}
 	return x.raw(s)
 }
 
-func (x *expression) raw(s string) *expression {
-	x.b = append(x.b, s...)
-	return x
-}
+func (x expression) raw(s string) expression { return append(x, s...) }
 
 // quote appends a string literal of the expressions language.
-func (x *expression) quote(s string) *expression {
-	x.b = append(x.b, '"')
+func (x expression) quote(s string) expression {
+	x = append(x, '"')
 	for _, r := range s {
 		switch r {
 		case '"':
-			x.raw(`\"`)
+			x = x.raw(`\"`)
 		case '\\':
-			x.raw(`\\`)
+			x = x.raw(`\\`)
 		case '\n':
-			x.raw(`\n`)
+			x = x.raw(`\n`)
 		case '\r':
-			x.raw(`\r`)
+			x = x.raw(`\r`)
 		case '\t':
-			x.raw(`\t`)
+			x = x.raw(`\t`)
 		default:
-			x.b = utf8.AppendRune(x.b, r)
+			x = utf8.AppendRune(x, r)
 		}
 	}
-	x.b = append(x.b, '"')
-	return x
+	return append(x, '"')
 }
 
 // hostPredicate matches a hostname whatever the letter case of the request.
-func (x *expression) hostPredicate(host string) *expression {
+func (x expression) hostPredicate(host string) expression {
 	if isWildcard(host) {
 		return x.raw("lower(http.host) =^ ").quote(host[1:])
 	}
@@ -232,7 +229,7 @@ func (x *expression) hostPredicate(host string) *expression {
 
 // valueClause compares the field just written with a header or query
 // parameter match's value.
-func (x *expression) valueClause(typ *gwv1.HeaderMatchType, value string) *expression {
+func (x expression) valueClause(typ *gwv1.HeaderMatchType, value string) expression {
 	if typ != nil && *typ == gwv1.HeaderMatchRegularExpression {
 		return x.raw(" ~ ").quote(anchored(value))
 	}
@@ -286,8 +283,7 @@ func streamFields(r *declarative.Route, place placement) {
 
 // hostPredicate matches a hostname whatever the letter case of the request.
 func hostPredicate(host string) string {
-	var x expression
-	return string(x.hostPredicate(host).b)
+	return string(expression(nil).hostPredicate(host))
 }
 
 // anchored makes a Gateway API regular expression match the whole value:
@@ -296,8 +292,7 @@ func anchored(re string) string { return "^(?:" + re + ")$" }
 
 // quote writes a string literal of the expressions language.
 func quote(s string) string {
-	var x expression
-	return string(x.quote(s).b)
+	return string(expression(nil).quote(s))
 }
 
 // traditionalFields writes a match with Kong's traditional route fields.
