@@ -59,11 +59,11 @@ func (t *translator) backendService(fromNamespace string, fromKind gwv1.Kind, re
 	return types.NamespacedName{Namespace: ns, Name: string(ref.Name)}, nil
 }
 
-// resolveBackend checks the rest of a backendRef to the Service key the
-// way the Gateway API asks: existence, port, and addresses Kong may use.
-func (t *translator) resolveBackend(key types.NamespacedName, ref gwv1.BackendRef, fromNamespace string, fromKind gwv1.Kind) (backend, *refProblem) {
-	ns := key.Namespace
-	svc := t.snap.Services[key]
+// resolveBackend checks the rest of a backendRef to the Service looked up
+// the way the Gateway API asks: existence, port, and addresses Kong may use.
+func (t *translator) resolveBackend(in backendInput, ref gwv1.BackendRef, fromNamespace string, fromKind gwv1.Kind) (backend, *refProblem) {
+	ns := in.key.Namespace
+	svc := in.service
 	if svc == nil {
 		return backend{}, &refProblem{gwv1.RouteReasonBackendNotFound, fmt.Sprintf("Service %s/%s not found", ns, ref.Name)}
 	}
@@ -87,7 +87,7 @@ func (t *translator) resolveBackend(key types.NamespacedName, ref gwv1.BackendRe
 			return backend{}, &refProblem{gwv1.RouteReasonUnsupportedProtocol, fmt.Sprintf("Service %s/%s port %d: %s", ns, ref.Name, *ref.Port, msg)}
 		}
 	}
-	addrs, problem := t.backendAddresses(b, fromNamespace, fromKind)
+	addrs, problem := t.backendAddresses(b, in.slices, fromNamespace, fromKind)
 	if problem != nil {
 		return backend{}, problem
 	}
@@ -218,7 +218,8 @@ func (t *translator) targets(upstream string, backends []backend) []*declarative
 // checked addresses of an ExternalName. Every address a route author could
 // have chosen is checked (forbiddenTarget): one that is forbidden refuses
 // the whole backend, so the author sees why in the route's status.
-func (t *translator) backendAddresses(b backend, fromNamespace string, fromKind gwv1.Kind) ([]string, *refProblem) {
+// endpoints are the Service's EndpointSlices.
+func (t *translator) backendAddresses(b backend, endpoints []*discoveryv1.EndpointSlice, fromNamespace string, fromKind gwv1.Kind) ([]string, *refProblem) {
 	svc := b.service
 	if svc.Spec.Type == corev1.ServiceTypeExternalName {
 		return t.externalNameAddresses(b, fromNamespace, fromKind)
@@ -232,11 +233,14 @@ func (t *translator) backendAddresses(b backend, fromNamespace string, fromKind 
 	// In Service mode Kong reaches the endpoints through the Service's
 	// DNS name (a headless Service's name resolves to them): they are
 	// checked in both modes.
-	for _, slice := range t.snap.EndpointSlices[types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}] {
+	for _, slice := range endpoints {
 		if slice.AddressType == discoveryv1.AddressTypeFQDN {
 			continue // never targeted, and not published in DNS
 		}
 		port, portOK := slicePort(slice, b.port)
+		if portOK && !serviceMode {
+			out = slices.Grow(out, len(slice.Endpoints)) // an endpoint has one address
+		}
 		for _, ep := range slice.Endpoints {
 			ready := ep.Conditions.Ready == nil || *ep.Conditions.Ready
 			for _, addr := range ep.Addresses {

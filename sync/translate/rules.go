@@ -80,8 +80,9 @@ func (t *translator) rules(r route) (out []ruleResult, read []backendInput) {
 			key, problem := t.backendService(r.meta.Namespace, r.kind, ref.BackendRef)
 			var b backend
 			if problem == nil {
-				read = t.noteRead(read, key)
-				b, problem = t.resolveBackend(key, ref.BackendRef, r.meta.Namespace, r.kind)
+				var in backendInput
+				read, in = t.noteRead(read, key)
+				b, problem = t.resolveBackend(in, ref.BackendRef, r.meta.Namespace, r.kind)
 			}
 			if problem != nil {
 				res.refProblems = append(res.refProblems, *problem)
@@ -100,12 +101,14 @@ func (t *translator) rules(r route) (out []ruleResult, read []backendInput) {
 	return out, read
 }
 
-// noteRead adds a Service lookup to read, once.
-func (t *translator) noteRead(read []backendInput, key types.NamespacedName) []backendInput {
-	if slices.ContainsFunc(read, func(b backendInput) bool { return b.key == key }) {
-		return read
+// noteRead adds a Service lookup to read, once, and returns it: the
+// backend is resolved from what the Memo compares.
+func (t *translator) noteRead(read []backendInput, key types.NamespacedName) ([]backendInput, backendInput) {
+	if i := slices.IndexFunc(read, func(b backendInput) bool { return b.key == key }); i >= 0 {
+		return read, read[i]
 	}
-	return append(read, backendInput{key: key, service: t.snap.Services[key], slices: slices.Clone(t.snap.EndpointSlices[key])})
+	in := backendInput{key: key, service: t.snap.Services[key], slices: slices.Clone(t.snap.EndpointSlices[key])}
+	return append(read, in), in
 }
 
 // defaultPathType and rootPath are a match's path when it has none; shared
