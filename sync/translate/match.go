@@ -78,12 +78,10 @@ func precedenceClass(host string, m gwv1.HTTPRouteMatch) uint64 {
 // shared: nothing writes through them.
 var no, yes = false, true
 
-// kongRoute builds the Kong route for one match in one placement into r.
+// kongRoute builds the Kong route for one match in one placement into r,
+// a zero Route.
 func (t *translator) kongRoute(r *declarative.Route, name string, place placement, m gwv1.HTTPRouteMatch, filters ruleFilters, stream bool) kongRoute {
-	*r = declarative.Route{
-		Name:      name,
-		Protocols: place.protocols,
-	}
+	r.Name, r.Protocols = name, place.protocols
 	expressions := t.snap.Kong.RouterFlavor == snapshot.RouterExpressions
 	switch {
 	case stream && expressions:
