@@ -192,7 +192,7 @@ func (t *translator) translateRoute(r route, gws []*gateway, ports listenerPorts
 		ref             gwv1.ParentReference
 		reason, message string
 	}
-	var verdicts []verdict
+	verdicts := make([]verdict, 0, 2) // on the stack for the usual one or two parentRefs
 	var where attachment
 	for _, ref := range r.parentRefs {
 		listeners, ours := parentListeners(gws, r.meta.Namespace, ref)
@@ -207,7 +207,7 @@ func (t *translator) translateRoute(r route, gws []*gateway, ports listenerPorts
 		out.listeners, reason, msg = t.attach(r, listeners, ref, &where, out.listeners, attachedBefore, lostOn)
 		verdicts = append(verdicts, verdict{ref, reason, msg})
 	}
-	if verdicts == nil {
+	if len(verdicts) == 0 {
 		return out
 	}
 	rules, read := t.rules(r)
