@@ -226,7 +226,7 @@ func (t *translator) translateRoute(r route, gws []*gateway, ports listenerPorts
 			reason, msg = string(gwv1.RouteReasonUnsupportedValue), refusal
 		}
 		st := gwv1.RouteParentStatus{ParentRef: v.ref, ControllerName: gwv1.GatewayController(t.snap.ControllerName),
-			Conditions: make([]metav1.Condition, 0, 3)} // Accepted, ResolvedRefs, PartiallyInvalid
+			Conditions: make([]metav1.Condition, 0, 2)} // Accepted, ResolvedRefs (rarely PartiallyInvalid)
 		if reason == "" {
 			servable = true
 			st.Conditions = append(st.Conditions, condition(string(gwv1.RouteConditionAccepted), true, string(gwv1.RouteReasonAccepted), notes(rules), gen))
