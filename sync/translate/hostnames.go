@@ -2,6 +2,7 @@ package translate
 
 import (
 	"net"
+	"slices"
 	"strings"
 
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -15,11 +16,10 @@ func intersectHostnames(listener *gwv1.Hostname, route []gwv1.Hostname) (hosts [
 	if len(route) == 0 {
 		return []string{lh}, true
 	}
-	seen := map[string]bool{}
 	for _, r := range route {
+		// The API allows a route 16 hostnames: no map to tell repeats.
 		h, match := intersectHostname(lh, strings.ToLower(string(r)))
-		if match && !seen[h] {
-			seen[h] = true
+		if match && !slices.Contains(hosts, h) {
 			hosts = append(hosts, h)
 		}
 	}

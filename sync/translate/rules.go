@@ -147,14 +147,13 @@ func (t *translator) normalizeMatch(m gwv1.HTTPRouteMatch) (gwv1.HTTPRouteMatch,
 	if m.Method != nil && !methodPattern.MatchString(string(*m.Method)) {
 		return out, fmt.Sprintf("method %q is not supported", *m.Method)
 	}
-	seen := map[string]bool{}
+	// Only the first of equivalent names counts (Gateway API): each one
+	// seen is kept, or the match refused. The API allows 16 of each: no map.
 	for _, h := range m.Headers {
-		// Only the first of equivalent header names counts (Gateway API).
 		name := strings.ToLower(string(h.Name))
-		if seen[name] {
+		if slices.ContainsFunc(out.Headers, func(o gwv1.HTTPHeaderMatch) bool { return string(o.Name) == name }) {
 			continue
 		}
-		seen[name] = true
 		if !headerNamePattern.MatchString(name) || name == "host" {
 			return out, fmt.Sprintf("header name %q cannot be matched by Kong", h.Name)
 		}
@@ -163,15 +162,13 @@ func (t *translator) normalizeMatch(m gwv1.HTTPRouteMatch) (gwv1.HTTPRouteMatch,
 		}
 		out.Headers = append(out.Headers, gwv1.HTTPHeaderMatch{Type: h.Type, Name: gwv1.HTTPHeaderName(name), Value: h.Value})
 	}
-	seenQ := map[string]bool{}
 	for _, q := range m.QueryParams {
 		if t.snap.Kong.RouterFlavor != snapshot.RouterExpressions {
 			return out, fmt.Sprintf("query parameter matches need Kong's expressions router (router_flavor is %s)", t.snap.Kong.RouterFlavor)
 		}
-		if seenQ[string(q.Name)] {
+		if slices.ContainsFunc(out.QueryParams, func(o gwv1.HTTPQueryParamMatch) bool { return o.Name == q.Name }) {
 			continue
 		}
-		seenQ[string(q.Name)] = true
 		if !queryNamePattern.MatchString(string(q.Name)) {
 			return out, fmt.Sprintf("query parameter name %q cannot be matched by Kong (letters, digits and _ only)", q.Name)
 		}
