@@ -41,10 +41,10 @@ func covers(pattern, host string) bool {
 	return pattern == "" || pattern == host || (isWildcard(pattern) && wildcardMatches(pattern, host))
 }
 
-// placements splits where a route is served into Kong routes: ports of a
-// hostname that need the same exclusions share one.
-func (t *translator) placements(where attachment, listeners listenerPorts) []placement {
-	var out []placement
+// placements splits where a route is served into Kong routes, appended to
+// out: ports of a hostname that need the same exclusions share one.
+func (t *translator) placements(out []placement, where attachment, listeners listenerPorts) []placement {
+	start := len(out)
 	for i, first := range where {
 		if slices.ContainsFunc(where[:i], func(at servedAt) bool { return at.host == first.host }) {
 			continue // its hostname's ports are grouped already
@@ -81,7 +81,7 @@ func (t *translator) placements(where attachment, listeners listenerPorts) []pla
 			p.matchPort = p.matchPort || slices.Equal(p.protocols, []string{"https"}) && len(listeners.ofProtocol["http"]) > 0
 		}
 	}
-	slices.SortFunc(out, func(a, b placement) int {
+	slices.SortFunc(out[start:], func(a, b placement) int {
 		return cmp.Or(cmp.Compare(a.host, b.host), slices.Compare(a.ports, b.ports))
 	})
 	return out

@@ -241,7 +241,8 @@ func (t *translator) translateRoute(r route, gws []*gateway, ports listenerPorts
 	}
 	out.parents = parents
 	if servable {
-		out.services, out.kongRoutes, out.upstreams = t.emit(r, rules, t.placements(where, ports), clientCert)
+		var places [2]placement // on the stack for the usual one or two
+		out.services, out.kongRoutes, out.upstreams = t.emit(r, rules, t.placements(places[:0], where, ports), clientCert)
 	}
 	return out
 }
