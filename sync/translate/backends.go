@@ -188,11 +188,20 @@ func (t *translator) targets(upstream string, backends []backend) []*declarative
 	// errors about one are traced through their upstream (Result.Owner).
 	if len(shares) == 1 {
 		// The common case: one backend, sorted distinct addresses. Its
-		// targets are allocated together.
-		out := make([]*declarative.Target, len(shares[0].addrs))
-		targets := make([]declarative.Target, len(out))
-		for i, a := range shares[0].addrs {
-			targets[i] = declarative.Target{ID: declarative.ID("target", upstream, a), Target: a, Weight: 100}
+		// targets, and their ids, are allocated together.
+		addrs := shares[0].addrs
+		var ids strings.Builder
+		ids.Grow(len(addrs) * declarative.IDLen)
+		for _, a := range addrs {
+			var id [declarative.IDLen]byte
+			ids.Write(declarative.AppendID(id[:0], "target", upstream, a))
+		}
+		all := ids.String()
+		out := make([]*declarative.Target, len(addrs))
+		targets := make([]declarative.Target, len(addrs))
+		for i, a := range addrs {
+			id := all[i*declarative.IDLen : (i+1)*declarative.IDLen]
+			targets[i] = declarative.Target{ID: id, Target: a, Weight: 100}
 			out[i] = &targets[i]
 		}
 		return out
