@@ -238,7 +238,11 @@ func (t *translator) backendAddresses(b backend, endpoints []*discoveryv1.Endpoi
 			fmt.Sprintf("Service %s/%s has the endpoint address %s, %s: Kong never connects there", svc.Namespace, svc.Name, addr, why)}
 	}
 	serviceMode := t.serviceMode(svc)
-	var out []string
+	// The targets are written end to end, the i-th ending at ends[i], and
+	// cut from one string: a first translation makes hundreds of thousands.
+	var joinedBuf [256]byte
+	var endsBuf [16]int
+	joined, ends := joinedBuf[:0], endsBuf[:0]
 	// In Service mode Kong reaches the endpoints through the Service's
 	// DNS name (a headless Service's name resolves to them): they are
 	// checked in both modes.
@@ -247,9 +251,6 @@ func (t *translator) backendAddresses(b backend, endpoints []*discoveryv1.Endpoi
 			continue // never targeted, and not published in DNS
 		}
 		port, portOK := slicePort(slice, b.port)
-		if portOK && !serviceMode {
-			out = slices.Grow(out, len(slice.Endpoints)) // an endpoint has one address
-		}
 		for _, ep := range slice.Endpoints {
 			ready := ep.Conditions.Ready == nil || *ep.Conditions.Ready
 			for _, addr := range ep.Addresses {
@@ -261,7 +262,8 @@ func (t *translator) backendAddresses(b backend, endpoints []*discoveryv1.Endpoi
 					return refuse(addr, why)
 				}
 				if portOK && ready && !serviceMode {
-					out = append(out, hostPort(addr, port))
+					joined = appendHostPort(joined, addr, port)
+					ends = append(ends, len(joined))
 				}
 			}
 		}
@@ -269,8 +271,7 @@ func (t *translator) backendAddresses(b backend, endpoints []*discoveryv1.Endpoi
 	if serviceMode {
 		return []string{net.JoinHostPort(fmt.Sprintf("%s.%s.svc", svc.Name, svc.Namespace), strconv.Itoa(int(b.port.Port)))}, nil
 	}
-	slices.Sort(out)
-	return slices.Compact(out), nil
+	return cutTargets(string(joined), ends), nil
 }
 
 // externalNameAddresses are the addresses of an ExternalName Service's
@@ -296,29 +297,44 @@ func (t *translator) externalNameAddresses(b backend, fromNamespace string, from
 		}
 		addrs = res.Addrs
 	}
-	out := make([]string, 0, len(addrs))
+	var joinedBuf [256]byte
+	var endsBuf [16]int
+	joined, ends := joinedBuf[:0], endsBuf[:0] // as in backendAddresses
 	for _, ip := range addrs {
 		if why := t.forbiddenTarget(ip, fromNamespace, fromKind); why != "" {
 			return nil, &refProblem{gwv1.RouteReasonRefNotPermitted, fmt.Sprintf(
 				"Service %s/%s: the ExternalName %q is at %s, %s: Kong never connects there", svc.Namespace, svc.Name, name, ip, why)}
 		}
-		out = append(out, hostPort(ip.Unmap().String(), b.port.Port))
+		joined = appendHostPort(joined, ip.Unmap().String(), b.port.Port)
+		ends = append(ends, len(joined))
 	}
-	slices.Sort(out)
-	return slices.Compact(out), nil
+	return cutTargets(string(joined), ends), nil
 }
 
-// hostPort is net.JoinHostPort for an endpoint address, in one allocation.
-func hostPort(addr string, port int32) string {
-	var buf [64]byte
-	b := buf[:0]
+// appendHostPort appends net.JoinHostPort of an endpoint address.
+func appendHostPort(b []byte, addr string, port int32) []byte {
 	if strings.Contains(addr, ":") {
 		b = append(append(append(b, '['), addr...), ']')
 	} else {
 		b = append(b, addr...)
 	}
 	b = append(b, ':')
-	return string(strconv.AppendInt(b, int64(port), 10))
+	return strconv.AppendInt(b, int64(port), 10)
+}
+
+// cutTargets cuts the targets written end to end in joined, the i-th
+// ending at ends[i]: sorted, each once.
+func cutTargets(joined string, ends []int) []string {
+	if len(ends) == 0 {
+		return nil
+	}
+	out := make([]string, len(ends))
+	start := 0
+	for i, end := range ends {
+		out[i], start = joined[start:end], end
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 func (t *translator) serviceMode(svc *corev1.Service) bool {
