@@ -3,7 +3,6 @@ package translate
 import (
 	"slices"
 	"strconv"
-	"strings"
 
 	"github.com/konglet/konglet/proxy/declarative"
 )
@@ -12,7 +11,7 @@ import (
 // per match and placement, and the upstreams they balance over.
 func (t *translator) emit(r route, rules []ruleResult, places []placement, clientCert *declarative.Certificate) (services []*declarative.Service, kongRoutes []*kongRoute, upstreams []*declarative.Upstream) {
 	tags := objectTags(string(r.kind), *r.meta)
-	base := strings.ToLower(string(r.kind)) + "." + r.meta.Namespace + "." + r.meta.Name + "."
+	base := entityKinds[r.kind] + "." + r.meta.Namespace + "." + r.meta.Name + "."
 	for _, rule := range rules {
 		if rule.dropped != "" {
 			continue
