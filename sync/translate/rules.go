@@ -120,10 +120,10 @@ var (
 
 // normalizeMatch fills defaults and checks that Kong can express the match.
 func (t *translator) normalizeMatch(m gwv1.HTTPRouteMatch) (gwv1.HTTPRouteMatch, string) {
+	// A complete path match is shared with the route, never written
+	// through: most are, and a copy per match was an allocation.
 	out := gwv1.HTTPRouteMatch{Method: m.Method, Path: m.Path}
 	if m.Path == nil || m.Path.Type == nil || m.Path.Value == nil {
-		// A complete path match is shared with the route, never written
-		// through: most are, and a copy per match was an allocation.
 		path := gwv1.HTTPPathMatch{Type: &defaultPathType, Value: &rootPath}
 		if m.Path != nil {
 			path.Type = cmp.Or(m.Path.Type, path.Type)
