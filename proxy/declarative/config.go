@@ -6,8 +6,6 @@ import (
 	"crypto/md5"
 	"crypto/sha256"
 	"encoding/hex"
-
-	"github.com/google/uuid"
 )
 
 // FormatVersion is the declarative format konglet writes (Kong 3.x).
@@ -136,6 +134,16 @@ type SNI struct {
 // is a UUIDv8 from the first 16 bytes of a SHA-256; a sync computes tens of
 // thousands of them, so the input is assembled on the stack.
 func ID(kind, parent, name string) string {
+	var id [IDLen]byte
+	return string(AppendID(id[:0], kind, parent, name))
+}
+
+// IDLen is the length of an ID: a UUID's text.
+const IDLen = 36
+
+// AppendID appends ID(kind, parent, name) to dst, so that ids made
+// together can share one allocation.
+func AppendID(dst []byte, kind, parent, name string) []byte {
 	var buf [256]byte
 	in := append(buf[:0], kind...)
 	in = append(in, 0)
@@ -143,11 +151,16 @@ func ID(kind, parent, name string) string {
 	in = append(in, 0)
 	in = append(in, name...)
 	sum := sha256.Sum256(in)
-	var u uuid.UUID
-	copy(u[:], sum[:16])
+	u := sum[:16]
 	u[6] = u[6]&0x0f | 0x80 // version 8
 	u[8] = u[8]&0x3f | 0x80 // RFC 9562 variant
-	return u.String()
+	for i, b := range u {
+		if i == 4 || i == 6 || i == 8 || i == 10 {
+			dst = append(dst, '-') // 8-4-4-4-12 hex digits
+		}
+		dst = append(dst, hexDigits[b>>4], hexDigits[b&0xf])
+	}
+	return dst
 }
 
 // Hash is what Kong reports as configuration_hash once it has loaded

@@ -8,6 +8,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/google/uuid"
 )
 
 func TestIDIsDeterministicAndDistinct(t *testing.T) {
@@ -22,8 +24,8 @@ func TestIDIsDeterministicAndDistinct(t *testing.T) {
 	if ID("target", long, "a") == ID("target", long, "b") {
 		t.Fatal("long names share an id")
 	}
-	if id := ID("target", "u", "a"); len(id) != 36 || id[14] != '8' {
-		t.Fatalf("%s is not a version 8 UUID", id)
+	if id := ID("target", "u", "a"); len(id) != IDLen || uuid.MustParse(id).String() != id || id[14] != '8' {
+		t.Fatalf("%s is not a version 8 UUID's text", id)
 	}
 }
 

@@ -132,6 +132,7 @@ func (t *translator) attach(r route, listeners []*listener, ref gwv1.ParentRefer
 	}
 	reason, message = string(gwv1.RouteReasonNoMatchingParent), "no matching listener is valid"
 	attached := false
+	var hostsBuf [4]string // a listener's hostnames for the route, on the stack for the usual few
 	for _, l := range candidates {
 		if !l.attachable() {
 			continue
@@ -145,7 +146,7 @@ func (t *translator) attach(r route, listeners []*listener, ref gwv1.ParentRefer
 			}
 			continue
 		}
-		hosts, ok := intersectHostnames(l.spec.Hostname, r.hostnames)
+		hosts, ok := intersectHostnames(hostsBuf[:0], l.spec.Hostname, r.hostnames)
 		if !ok {
 			reason, message = string(gwv1.RouteReasonNoMatchingListenerHostname), fmt.Sprintf("no hostname of the route matches listener %q", l.spec.Name)
 			continue
@@ -264,7 +265,7 @@ func kindConflicts(routes []route, gws []*gateway, allowed func(*listener, strin
 					!l.attachable() || !kindAllowed(l, r.kind) || !allowed(l, r.meta.Namespace) {
 					continue
 				}
-				hosts, ok := intersectHostnames(l.spec.Hostname, r.hostnames)
+				hosts, ok := intersectHostnames(nil, l.spec.Hostname, r.hostnames)
 				if !ok {
 					continue
 				}

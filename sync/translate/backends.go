@@ -59,11 +59,11 @@ func (t *translator) backendService(fromNamespace string, fromKind gwv1.Kind, re
 	return types.NamespacedName{Namespace: ns, Name: string(ref.Name)}, nil
 }
 
-// resolveBackend checks the rest of a backendRef to the Service key the
-// way the Gateway API asks: existence, port, and addresses Kong may use.
-func (t *translator) resolveBackend(key types.NamespacedName, ref gwv1.BackendRef, fromNamespace string, fromKind gwv1.Kind) (backend, *refProblem) {
-	ns := key.Namespace
-	svc := t.snap.Services[key]
+// resolveBackend checks the rest of a backendRef to the Service looked up
+// the way the Gateway API asks: existence, port, and addresses Kong may use.
+func (t *translator) resolveBackend(in backendInput, ref gwv1.BackendRef, fromNamespace string, fromKind gwv1.Kind) (backend, *refProblem) {
+	ns := in.key.Namespace
+	svc := in.service
 	if svc == nil {
 		return backend{}, &refProblem{gwv1.RouteReasonBackendNotFound, fmt.Sprintf("Service %s/%s not found", ns, ref.Name)}
 	}
@@ -87,7 +87,7 @@ func (t *translator) resolveBackend(key types.NamespacedName, ref gwv1.BackendRe
 			return backend{}, &refProblem{gwv1.RouteReasonUnsupportedProtocol, fmt.Sprintf("Service %s/%s port %d: %s", ns, ref.Name, *ref.Port, msg)}
 		}
 	}
-	addrs, problem := t.backendAddresses(b, fromNamespace, fromKind)
+	addrs, problem := t.backendAddresses(b, in.slices, fromNamespace, fromKind)
 	if problem != nil {
 		return backend{}, problem
 	}
@@ -153,7 +153,7 @@ func (t *translator) upstream(name string, backends []backend) *declarative.Upst
 func upstreamName(backends []backend) string {
 	if len(backends) == 1 {
 		b := backends[0]
-		return fmt.Sprintf("%s.%s.%d.svc", b.service.Name, b.service.Namespace, b.port.Port)
+		return b.service.Name + "." + b.service.Namespace + "." + strconv.Itoa(int(b.port.Port)) + ".svc"
 	}
 	keys := make([]string, len(backends))
 	for i, b := range backends {
@@ -187,10 +187,22 @@ func (t *translator) targets(upstream string, backends []backend) []*declarative
 	// Targets carry no tags (they are the most numerous entity): Kong's
 	// errors about one are traced through their upstream (Result.Owner).
 	if len(shares) == 1 {
-		// The common case: one backend, sorted distinct addresses.
-		out := make([]*declarative.Target, len(shares[0].addrs))
-		for i, a := range shares[0].addrs {
-			out[i] = &declarative.Target{ID: declarative.ID("target", upstream, a), Target: a, Weight: 100}
+		// The common case: one backend, sorted distinct addresses. Its
+		// targets, and their ids, are allocated together.
+		addrs := shares[0].addrs
+		var ids strings.Builder
+		ids.Grow(len(addrs) * declarative.IDLen)
+		for _, a := range addrs {
+			var id [declarative.IDLen]byte
+			ids.Write(declarative.AppendID(id[:0], "target", upstream, a))
+		}
+		all := ids.String()
+		out := make([]*declarative.Target, len(addrs))
+		targets := make([]declarative.Target, len(addrs))
+		for i, a := range addrs {
+			id := all[i*declarative.IDLen : (i+1)*declarative.IDLen]
+			targets[i] = declarative.Target{ID: id, Target: a, Weight: 100}
+			out[i] = &targets[i]
 		}
 		return out
 	}
@@ -215,7 +227,8 @@ func (t *translator) targets(upstream string, backends []backend) []*declarative
 // checked addresses of an ExternalName. Every address a route author could
 // have chosen is checked (forbiddenTarget): one that is forbidden refuses
 // the whole backend, so the author sees why in the route's status.
-func (t *translator) backendAddresses(b backend, fromNamespace string, fromKind gwv1.Kind) ([]string, *refProblem) {
+// endpoints are the Service's EndpointSlices.
+func (t *translator) backendAddresses(b backend, endpoints []*discoveryv1.EndpointSlice, fromNamespace string, fromKind gwv1.Kind) ([]string, *refProblem) {
 	svc := b.service
 	if svc.Spec.Type == corev1.ServiceTypeExternalName {
 		return t.externalNameAddresses(b, fromNamespace, fromKind)
@@ -225,11 +238,15 @@ func (t *translator) backendAddresses(b backend, fromNamespace string, fromKind 
 			fmt.Sprintf("Service %s/%s has the endpoint address %s, %s: Kong never connects there", svc.Namespace, svc.Name, addr, why)}
 	}
 	serviceMode := t.serviceMode(svc)
-	var out []string
+	// The targets are written end to end, the i-th ending at ends[i], and
+	// cut from one string: a first translation makes hundreds of thousands.
+	var joinedBuf [256]byte
+	var endsBuf [16]int
+	joined, ends := joinedBuf[:0], endsBuf[:0]
 	// In Service mode Kong reaches the endpoints through the Service's
 	// DNS name (a headless Service's name resolves to them): they are
 	// checked in both modes.
-	for _, slice := range t.snap.EndpointSlices[types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}] {
+	for _, slice := range endpoints {
 		if slice.AddressType == discoveryv1.AddressTypeFQDN {
 			continue // never targeted, and not published in DNS
 		}
@@ -245,7 +262,8 @@ func (t *translator) backendAddresses(b backend, fromNamespace string, fromKind 
 					return refuse(addr, why)
 				}
 				if portOK && ready && !serviceMode {
-					out = append(out, hostPort(addr, port))
+					joined = appendHostPort(joined, addr, port)
+					ends = append(ends, len(joined))
 				}
 			}
 		}
@@ -253,8 +271,7 @@ func (t *translator) backendAddresses(b backend, fromNamespace string, fromKind 
 	if serviceMode {
 		return []string{net.JoinHostPort(fmt.Sprintf("%s.%s.svc", svc.Name, svc.Namespace), strconv.Itoa(int(b.port.Port)))}, nil
 	}
-	slices.Sort(out)
-	return slices.Compact(out), nil
+	return cutTargets(string(joined), ends), nil
 }
 
 // externalNameAddresses are the addresses of an ExternalName Service's
@@ -280,29 +297,44 @@ func (t *translator) externalNameAddresses(b backend, fromNamespace string, from
 		}
 		addrs = res.Addrs
 	}
-	out := make([]string, 0, len(addrs))
+	var joinedBuf [256]byte
+	var endsBuf [16]int
+	joined, ends := joinedBuf[:0], endsBuf[:0] // as in backendAddresses
 	for _, ip := range addrs {
 		if why := t.forbiddenTarget(ip, fromNamespace, fromKind); why != "" {
 			return nil, &refProblem{gwv1.RouteReasonRefNotPermitted, fmt.Sprintf(
 				"Service %s/%s: the ExternalName %q is at %s, %s: Kong never connects there", svc.Namespace, svc.Name, name, ip, why)}
 		}
-		out = append(out, hostPort(ip.Unmap().String(), b.port.Port))
+		joined = appendHostPort(joined, ip.Unmap().String(), b.port.Port)
+		ends = append(ends, len(joined))
 	}
-	slices.Sort(out)
-	return slices.Compact(out), nil
+	return cutTargets(string(joined), ends), nil
 }
 
-// hostPort is net.JoinHostPort for an endpoint address, in one allocation.
-func hostPort(addr string, port int32) string {
-	var buf [64]byte
-	b := buf[:0]
+// appendHostPort appends net.JoinHostPort of an endpoint address.
+func appendHostPort(b []byte, addr string, port int32) []byte {
 	if strings.Contains(addr, ":") {
 		b = append(append(append(b, '['), addr...), ']')
 	} else {
 		b = append(b, addr...)
 	}
 	b = append(b, ':')
-	return string(strconv.AppendInt(b, int64(port), 10))
+	return strconv.AppendInt(b, int64(port), 10)
+}
+
+// cutTargets cuts the targets written end to end in joined, the i-th
+// ending at ends[i]: sorted, each once.
+func cutTargets(joined string, ends []int) []string {
+	if len(ends) == 0 {
+		return nil
+	}
+	out := make([]string, len(ends))
+	start := 0
+	for i, end := range ends {
+		out[i], start = joined[start:end], end
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 func (t *translator) serviceMode(svc *corev1.Service) bool {

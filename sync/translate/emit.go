@@ -3,7 +3,6 @@ package translate
 import (
 	"slices"
 	"strconv"
-	"strings"
 
 	"github.com/konglet/konglet/proxy/declarative"
 )
@@ -12,7 +11,7 @@ import (
 // per match and placement, and the upstreams they balance over.
 func (t *translator) emit(r route, rules []ruleResult, places []placement, clientCert *declarative.Certificate) (services []*declarative.Service, kongRoutes []*kongRoute, upstreams []*declarative.Upstream) {
 	tags := objectTags(string(r.kind), *r.meta)
-	base := strings.ToLower(string(r.kind)) + "." + r.meta.Namespace + "." + r.meta.Name + "."
+	base := entityKinds[r.kind] + "." + r.meta.Namespace + "." + r.meta.Name + "."
 	for _, rule := range rules {
 		if rule.dropped != "" {
 			continue
@@ -51,6 +50,12 @@ func (t *translator) emit(r route, rules []ruleResult, places []placement, clien
 			}
 		}
 		rule.filters.serviceTimeouts(svc)
+		// The rule's Kong routes are allocated together: a first
+		// translation makes tens of thousands.
+		routes := make([]declarative.Route, len(rule.matches)*len(places))
+		krs := make([]kongRoute, len(routes))
+		svc.Routes = make([]*declarative.Route, 0, len(routes))
+		kongRoutes = slices.Grow(kongRoutes, len(routes))
 		for mi, m := range rule.matches {
 			for pi, place := range places {
 				name := ruleBase + "." + strconv.Itoa(mi) + "." + strconv.Itoa(pi)
@@ -59,7 +64,9 @@ func (t *translator) emit(r route, rules []ruleResult, places []placement, clien
 					plugins = append(plugins, &declarative.Plugin{ID: declarative.ID("plugin", name, "post-function"), Name: "post-function",
 						Config: map[string]any{"access": []string{backendChunk(rule.backends)}}, Tags: tags})
 				}
-				kr := t.kongRoute(name, place, m, rule.filters, r.stream())
+				k := len(svc.Routes)
+				kr := &krs[k]
+				*kr = t.kongRoute(&routes[k], name, place, m, rule.filters, r.stream())
 				kr.order = routeOrder{rule: rule.index, match: mi}
 				kr.route.Plugins = plugins
 				if len(rule.backends) == 0 && !rule.filters.redirects() && !r.stream() {

@@ -38,10 +38,13 @@ func (t *translator) collectFilters(rule routeRule) (ruleFilters, string) {
 	if rule.unsupported != "" {
 		return out, rule.unsupported
 	}
-	// A backendRef of weight 0 gets no request, so neither do its filters.
-	served := slices.DeleteFunc(slices.Clone(rule.backendRefs), func(b gwv1.HTTPBackendRef) bool {
-		return b.Weight != nil && *b.Weight == 0
-	})
+	// A backendRef of weight 0 gets no request, so neither do its filters
+	// (the refs are copied only then: the input is never written).
+	unserved := func(b gwv1.HTTPBackendRef) bool { return b.Weight != nil && *b.Weight == 0 }
+	served := rule.backendRefs
+	if slices.ContainsFunc(served, unserved) {
+		served = slices.DeleteFunc(slices.Clone(served), unserved)
+	}
 	withFilters := 0
 	for _, b := range served {
 		if len(b.Filters) > 0 {

@@ -2,28 +2,29 @@ package translate
 
 import (
 	"net"
+	"slices"
 	"strings"
 
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 )
 
-// intersectHostnames returns the hostnames a route serves on a listener, per
-// the Gateway API rules: "" stands for any hostname. ok is false when the
-// route and the listener have no hostname in common.
-func intersectHostnames(listener *gwv1.Hostname, route []gwv1.Hostname) (hosts []string, ok bool) {
+// intersectHostnames appends to hosts the hostnames a route serves on a
+// listener, per the Gateway API rules: "" stands for any hostname. ok is
+// false when the route and the listener have no hostname in common.
+func intersectHostnames(hosts []string, listener *gwv1.Hostname, route []gwv1.Hostname) (_ []string, ok bool) {
 	lh := hostnameOf(listener)
 	if len(route) == 0 {
-		return []string{lh}, true
+		return append(hosts, lh), true
 	}
-	seen := map[string]bool{}
+	n := len(hosts)
 	for _, r := range route {
+		// The API allows a route 16 hostnames: no map to tell repeats.
 		h, match := intersectHostname(lh, strings.ToLower(string(r)))
-		if match && !seen[h] {
-			seen[h] = true
+		if match && !slices.Contains(hosts[n:], h) {
 			hosts = append(hosts, h)
 		}
 	}
-	return hosts, len(hosts) > 0
+	return hosts, len(hosts) > n
 }
 
 func intersectHostname(listener, route string) (string, bool) {

@@ -3,7 +3,6 @@ package translate
 import (
 	"cmp"
 	"slices"
-	"strings"
 
 	"github.com/konglet/konglet/sync/snapshot"
 )
@@ -42,16 +41,17 @@ func covers(pattern, host string) bool {
 	return pattern == "" || pattern == host || (isWildcard(pattern) && wildcardMatches(pattern, host))
 }
 
-// placements splits where a route is served into Kong routes: ports of a
-// hostname that need the same exclusions share one.
-func (t *translator) placements(where attachment, listeners listenerPorts) []placement {
-	var out []placement
+// placements splits where a route is served into Kong routes, appended to
+// out: ports of a hostname that need the same exclusions share one.
+func (t *translator) placements(out []placement, where attachment, listeners listenerPorts) []placement {
+	start := len(out)
 	for i, first := range where {
 		if slices.ContainsFunc(where[:i], func(at servedAt) bool { return at.host == first.host }) {
 			continue // its hostname's ports are grouped already
 		}
 		host := first.host
-		groups := map[string]*placement{}
+		// out[from:] are the host's placements, one per set of exclusions.
+		from := len(out)
 		for _, at := range where[i:] {
 			if at.host != host {
 				continue
@@ -60,28 +60,28 @@ func (t *translator) placements(where attachment, listeners listenerPorts) []pla
 			if shadowed {
 				continue
 			}
-			key := strings.Join(excluded, ",")
-			p := groups[key]
-			if p == nil {
-				p = &placement{host: host, excluded: excluded}
-				groups[key] = p
+			g := slices.IndexFunc(out[from:], func(p placement) bool { return slices.Equal(p.excluded, excluded) })
+			if g < 0 {
+				g = len(out) - from
+				out = append(out, placement{host: host, excluded: excluded})
 			}
+			p := &out[from+g]
 			p.ports = append(p.ports, at.dstPort)
 			p.matchPort = p.matchPort || len(listeners.ofProtocol[at.listener.kongProtocol]) > 1
 			if !slices.Contains(p.protocols, at.protocol) {
 				p.protocols = append(p.protocols, at.protocol)
 			}
 		}
-		for _, p := range groups {
+		for g := from; g < len(out); g++ {
+			p := &out[g]
 			slices.Sort(p.ports)
 			slices.Sort(p.protocols)
 			// Kong matches a route that accepts only https on plain HTTP
 			// too, and answers 426: its port keeps it on its listeners.
 			p.matchPort = p.matchPort || slices.Equal(p.protocols, []string{"https"}) && len(listeners.ofProtocol["http"]) > 0
-			out = append(out, *p)
 		}
 	}
-	slices.SortFunc(out, func(a, b placement) int {
+	slices.SortFunc(out[start:], func(a, b placement) int {
 		return cmp.Or(cmp.Compare(a.host, b.host), slices.Compare(a.ports, b.ports))
 	})
 	return out

@@ -56,7 +56,7 @@ func (s Status) Objects() []ObjectStatus {
 
 // routeKindOrder lists route kinds in a fixed order in the output.
 func routeKindOrder(kind string) int {
-	return slices.Index([]string{kindHTTPRoute, kindGRPCRoute, kindTLSRoute, kindTCPRoute, kindUDPRoute}, kind)
+	return slices.Index(routeKinds, kind)
 }
 
 func compareNames(a, b types.NamespacedName) int {

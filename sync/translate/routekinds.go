@@ -3,6 +3,7 @@ package translate
 import (
 	"fmt"
 	"regexp"
+	"strconv"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -198,7 +199,7 @@ func ruleLabel(i int, name *gwv1.SectionName) string {
 	if name != nil {
 		return fmt.Sprintf("%d (%s)", i, *name)
 	}
-	return fmt.Sprint(i)
+	return strconv.Itoa(i)
 }
 
 // serviceProtocol is the protocol Kong speaks to the backends ("" for

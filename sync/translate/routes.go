@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/konglet/konglet/proxy/declarative"
@@ -191,7 +192,7 @@ func (t *translator) translateRoute(r route, gws []*gateway, ports listenerPorts
 		ref             gwv1.ParentReference
 		reason, message string
 	}
-	var verdicts []verdict
+	verdicts := make([]verdict, 0, 2) // on the stack for the usual one or two parentRefs
 	var where attachment
 	for _, ref := range r.parentRefs {
 		listeners, ours := parentListeners(gws, r.meta.Namespace, ref)
@@ -206,7 +207,7 @@ func (t *translator) translateRoute(r route, gws []*gateway, ports listenerPorts
 		out.listeners, reason, msg = t.attach(r, listeners, ref, &where, out.listeners, attachedBefore, lostOn)
 		verdicts = append(verdicts, verdict{ref, reason, msg})
 	}
-	if verdicts == nil {
+	if len(verdicts) == 0 {
 		return out
 	}
 	rules, read := t.rules(r)
@@ -224,7 +225,8 @@ func (t *translator) translateRoute(r route, gws []*gateway, ports listenerPorts
 		if reason == "" && refused {
 			reason, msg = string(gwv1.RouteReasonUnsupportedValue), refusal
 		}
-		st := gwv1.RouteParentStatus{ParentRef: v.ref, ControllerName: gwv1.GatewayController(t.snap.ControllerName)}
+		st := gwv1.RouteParentStatus{ParentRef: v.ref, ControllerName: gwv1.GatewayController(t.snap.ControllerName),
+			Conditions: make([]metav1.Condition, 0, 2)} // Accepted, ResolvedRefs (rarely PartiallyInvalid)
 		if reason == "" {
 			servable = true
 			st.Conditions = append(st.Conditions, condition(string(gwv1.RouteConditionAccepted), true, string(gwv1.RouteReasonAccepted), notes(rules), gen))
@@ -239,7 +241,8 @@ func (t *translator) translateRoute(r route, gws []*gateway, ports listenerPorts
 	}
 	out.parents = parents
 	if servable {
-		out.services, out.kongRoutes, out.upstreams = t.emit(r, rules, t.placements(where, ports), clientCert)
+		var places [2]placement // on the stack for the usual one or two
+		out.services, out.kongRoutes, out.upstreams = t.emit(r, rules, t.placements(places[:0], where, ports), clientCert)
 	}
 	return out
 }

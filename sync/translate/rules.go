@@ -1,6 +1,7 @@
 package translate
 
 import (
+	"cmp"
 	"fmt"
 	"regexp"
 	"slices"
@@ -67,6 +68,7 @@ func (t *translator) rules(r route) (out []ruleResult, read []backendInput) {
 			// No match tells stream rules apart: the first one is served.
 			res.dropped = fmt.Sprintf("rule %s: a %s is served by its first rule only", ruleLabel(i, rule.name), r.kind)
 		}
+		res.matches = make([]gwv1.HTTPRouteMatch, 0, len(matches))
 		for mi, m := range matches {
 			norm, err := t.normalizeMatch(m)
 			if err != "" && res.dropped == "" {
@@ -78,8 +80,9 @@ func (t *translator) rules(r route) (out []ruleResult, read []backendInput) {
 			key, problem := t.backendService(r.meta.Namespace, r.kind, ref.BackendRef)
 			var b backend
 			if problem == nil {
-				read = t.noteRead(read, key)
-				b, problem = t.resolveBackend(key, ref.BackendRef, r.meta.Namespace, r.kind)
+				var in backendInput
+				read, in = t.noteRead(read, key)
+				b, problem = t.resolveBackend(in, ref.BackendRef, r.meta.Namespace, r.kind)
 			}
 			if problem != nil {
 				res.refProblems = append(res.refProblems, *problem)
@@ -98,12 +101,14 @@ func (t *translator) rules(r route) (out []ruleResult, read []backendInput) {
 	return out, read
 }
 
-// noteRead adds a Service lookup to read, once.
-func (t *translator) noteRead(read []backendInput, key types.NamespacedName) []backendInput {
-	if slices.ContainsFunc(read, func(b backendInput) bool { return b.key == key }) {
-		return read
+// noteRead adds a Service lookup to read, once, and returns it: the
+// backend is resolved from what the Memo compares.
+func (t *translator) noteRead(read []backendInput, key types.NamespacedName) ([]backendInput, backendInput) {
+	if i := slices.IndexFunc(read, func(b backendInput) bool { return b.key == key }); i >= 0 {
+		return read, read[i]
 	}
-	return append(read, backendInput{key: key, service: t.snap.Services[key], slices: slices.Clone(t.snap.EndpointSlices[key])})
+	in := backendInput{key: key, service: t.snap.Services[key], slices: slices.Clone(t.snap.EndpointSlices[key])}
+	return append(read, in), in
 }
 
 // defaultPathType and rootPath are a match's path when it has none; shared
@@ -115,17 +120,18 @@ var (
 
 // normalizeMatch fills defaults and checks that Kong can express the match.
 func (t *translator) normalizeMatch(m gwv1.HTTPRouteMatch) (gwv1.HTTPRouteMatch, string) {
-	out := gwv1.HTTPRouteMatch{Method: m.Method}
-	path := gwv1.HTTPPathMatch{Type: &defaultPathType, Value: &rootPath}
-	if m.Path != nil {
-		if m.Path.Type != nil {
-			path.Type = m.Path.Type
+	// A complete path match is shared with the route, never written
+	// through: most are, and a copy per match was an allocation.
+	out := gwv1.HTTPRouteMatch{Method: m.Method, Path: m.Path}
+	if m.Path == nil || m.Path.Type == nil || m.Path.Value == nil {
+		path := gwv1.HTTPPathMatch{Type: &defaultPathType, Value: &rootPath}
+		if m.Path != nil {
+			path.Type = cmp.Or(m.Path.Type, path.Type)
+			path.Value = cmp.Or(m.Path.Value, path.Value)
 		}
-		if m.Path.Value != nil {
-			path.Value = m.Path.Value
-		}
+		out.Path = &path
 	}
-	out.Path = &path
+	path := *out.Path
 	switch *path.Type {
 	case gwv1.PathMatchExact, gwv1.PathMatchPathPrefix:
 		if !strings.HasPrefix(*path.Value, "/") || strings.Contains(*path.Value, "//") {
@@ -141,14 +147,13 @@ func (t *translator) normalizeMatch(m gwv1.HTTPRouteMatch) (gwv1.HTTPRouteMatch,
 	if m.Method != nil && !methodPattern.MatchString(string(*m.Method)) {
 		return out, fmt.Sprintf("method %q is not supported", *m.Method)
 	}
-	seen := map[string]bool{}
+	// Only the first of equivalent names counts (Gateway API): each one
+	// seen is kept, or the match refused. The API allows 16 of each: no map.
 	for _, h := range m.Headers {
-		// Only the first of equivalent header names counts (Gateway API).
 		name := strings.ToLower(string(h.Name))
-		if seen[name] {
+		if slices.ContainsFunc(out.Headers, func(o gwv1.HTTPHeaderMatch) bool { return string(o.Name) == name }) {
 			continue
 		}
-		seen[name] = true
 		if !headerNamePattern.MatchString(name) || name == "host" {
 			return out, fmt.Sprintf("header name %q cannot be matched by Kong", h.Name)
 		}
@@ -157,15 +162,13 @@ func (t *translator) normalizeMatch(m gwv1.HTTPRouteMatch) (gwv1.HTTPRouteMatch,
 		}
 		out.Headers = append(out.Headers, gwv1.HTTPHeaderMatch{Type: h.Type, Name: gwv1.HTTPHeaderName(name), Value: h.Value})
 	}
-	seenQ := map[string]bool{}
 	for _, q := range m.QueryParams {
 		if t.snap.Kong.RouterFlavor != snapshot.RouterExpressions {
 			return out, fmt.Sprintf("query parameter matches need Kong's expressions router (router_flavor is %s)", t.snap.Kong.RouterFlavor)
 		}
-		if seenQ[string(q.Name)] {
+		if slices.ContainsFunc(out.QueryParams, func(o gwv1.HTTPQueryParamMatch) bool { return o.Name == q.Name }) {
 			continue
 		}
-		seenQ[string(q.Name)] = true
 		if !queryNamePattern.MatchString(string(q.Name)) {
 			return out, fmt.Sprintf("query parameter name %q cannot be matched by Kong (letters, digits and _ only)", q.Name)
 		}

@@ -10,13 +10,13 @@ import (
 // objectTags point a Kong entity back at the Kubernetes object behind it.
 // The kind implies the group and version, and the uid adds nothing Kong's
 // errors need, so both are left out: tags are repeated on many entities and
-// count against Kong's body limit.
+// count against Kong's body limit. The three are cut from one string: every
+// route and upstream has its tags.
 func objectTags(kind string, meta metav1.ObjectMeta) []string {
-	return []string{
-		"k8s-name:" + meta.Name,
-		"k8s-namespace:" + meta.Namespace,
-		"k8s-kind:" + kind,
-	}
+	s := "k8s-name:" + meta.Name + "k8s-namespace:" + meta.Namespace + "k8s-kind:" + kind
+	i := len("k8s-name:") + len(meta.Name)
+	j := i + len("k8s-namespace:") + len(meta.Namespace)
+	return []string{s[:i], s[i:j], s[j:]}
 }
 
 // RefFromTags reads back the object that objectTags named.
