@@ -111,7 +111,8 @@ type Loop struct {
 	// podStates holds the newest Pod conditions to write, likewise.
 	podStates chan []corev1.PodCondition
 	refusals  refusals
-	memo      translate.Memo // the previous translation's work, for the next
+	memo      translate.Memo      // the previous translation's work, for the next
+	encoder   declarative.Encoder // the previous document, for the next
 	failures  int
 	kongNode  string      // the node id of the Kong last seen
 	info      *admin.Info // GET / as last answered: translations go on while Kong is down
@@ -502,7 +503,7 @@ func (l *Loop) Sync(ctx context.Context) error {
 	var loadErr error
 	for round := 0; ; round++ {
 		result = l.memo.Translate(snap, l.refusals.forTranslation())
-		doc, sizes, err := declarative.MarshalSizes(result.Config)
+		doc, sizes, err := l.encoder.MarshalSizes(result.Config)
 		if err != nil {
 			return err
 		}
