@@ -32,6 +32,7 @@ import (
 type Memo struct {
 	shared sharedInputs
 	routes map[*metav1.ObjectMeta]*routeOutput
+	ranks  int // how many routes the last translation ranked
 }
 
 // Translate is the package's Translate, reusing what it can from the
@@ -42,9 +43,9 @@ func (m *Memo) Translate(s *snapshot.Snapshot, refused Refusals) Result {
 		m.routes = nil
 	}
 	m.shared = shared
-	kept := &keptRoutes{previous: m.routes, next: make(map[*metav1.ObjectMeta]*routeOutput, len(m.routes))}
+	kept := &keptRoutes{previous: m.routes, previousRanks: m.ranks, next: make(map[*metav1.ObjectMeta]*routeOutput, len(m.routes))}
 	res := newTranslator(s, refused).run(kept)
-	m.routes = kept.next
+	m.routes, m.ranks = kept.next, kept.nextRanks
 	return res
 }
 
@@ -135,6 +136,17 @@ func independent(r route) bool { return r.kind == kindHTTPRoute || r.kind == kin
 // keptRoutes hand the route outputs of one translation to the next.
 type keptRoutes struct {
 	previous, next map[*metav1.ObjectMeta]*routeOutput
+	// previousRanks and nextRanks are how many routes each ranked.
+	previousRanks, nextRanks int
+}
+
+// previousOf returns the previous translation's output for the very route
+// object of meta, whether or not it still holds. k is nil without a Memo.
+func (k *keptRoutes) previousOf(meta *metav1.ObjectMeta) *routeOutput {
+	if k == nil {
+		return nil
+	}
+	return k.previous[meta]
 }
 
 // reusable returns the previous translation's output for r if it still
@@ -156,9 +168,10 @@ func (k *keptRoutes) reusable(r route, s *snapshot.Snapshot, lostOn map[int]stri
 	return out
 }
 
-// keep hands a route's output to the next translation.
-func (k *keptRoutes) keep(r route, out *routeOutput) {
+// keep hands a route's output, and its rank, to the next translation.
+func (k *keptRoutes) keep(r route, rank int, out *routeOutput) {
 	if k != nil && independent(r) {
+		out.route, out.rank = r, rank
 		k.next[r.meta] = out
 	}
 }

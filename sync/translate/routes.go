@@ -16,45 +16,64 @@ import (
 
 // rankedRoutes lists the routes of every kind in the Gateway API's
 // tie-break order between routes: oldest first, then by namespace/name. A
-// route's index in it is its rank.
-func rankedRoutes(s *snapshot.Snapshot) []route {
-	routes := routesOf(s)
-	// Sorted by pointer, then laid out in order: a route is too large a
-	// value to move at every swap.
-	order := make([]*route, len(routes))
-	for i := range routes {
-		order[i] = &routes[i]
+// route's index in it is its rank. The routes a Memo kept (kept: nil
+// without one) are taken as they were, in the order of their previous
+// ranks: only the others are converted and sorted, then merged in (the
+// order is total, so this is the one a sort of all of them gives).
+func rankedRoutes(s *snapshot.Snapshot, kept *keptRoutes) []route {
+	var byRank []*route
+	if kept != nil {
+		byRank = make([]*route, kept.previousRanks)
 	}
-	slices.SortFunc(order, func(a, b *route) int {
-		return cmp.Or(a.meta.CreationTimestamp.Compare(b.meta.CreationTimestamp.Time),
-			cmp.Compare(a.meta.Namespace, b.meta.Namespace), cmp.Compare(a.meta.Name, b.meta.Name), cmp.Compare(a.kind, b.kind))
-	})
-	ranked := make([]route, len(routes))
-	for i, r := range order {
-		ranked[i] = *r
+	var fresh []route
+	for _, r := range s.HTTPRoutes {
+		if out := kept.previousOf(&r.ObjectMeta); out != nil {
+			byRank[out.rank] = &out.route
+		} else {
+			fresh = append(fresh, fromHTTPRoute(r))
+		}
+	}
+	for _, r := range s.GRPCRoutes {
+		if out := kept.previousOf(&r.ObjectMeta); out != nil {
+			byRank[out.rank] = &out.route
+		} else {
+			fresh = append(fresh, fromGRPCRoute(r))
+		}
+	}
+	// The other kinds are never kept.
+	for _, r := range s.TLSRoutes {
+		fresh = append(fresh, fromTLSRoute(r))
+	}
+	for _, r := range s.TCPRoutes {
+		fresh = append(fresh, fromTCPRoute(r))
+	}
+	for _, r := range s.UDPRoutes {
+		fresh = append(fresh, fromUDPRoute(r))
+	}
+	// Sorted by pointer: a route is too large a value to move at every swap.
+	order := make([]*route, len(fresh))
+	for i := range fresh {
+		order[i] = &fresh[i]
+	}
+	slices.SortFunc(order, compareRanks)
+	inOrder := slices.DeleteFunc(byRank, func(r *route) bool { return r == nil })
+	ranked := make([]route, 0, len(inOrder)+len(order))
+	for _, r := range order {
+		before, _ := slices.BinarySearchFunc(inOrder, r, compareRanks)
+		for _, k := range inOrder[:before] {
+			ranked = append(ranked, *k)
+		}
+		ranked, inOrder = append(ranked, *r), inOrder[before:]
+	}
+	for _, k := range inOrder {
+		ranked = append(ranked, *k)
 	}
 	return ranked
 }
 
-// routesOf lists the routes of every kind, as the translation sees them.
-func routesOf(s *snapshot.Snapshot) []route {
-	routes := make([]route, 0, len(s.HTTPRoutes)+len(s.GRPCRoutes)+len(s.TLSRoutes)+len(s.TCPRoutes)+len(s.UDPRoutes))
-	for _, r := range s.HTTPRoutes {
-		routes = append(routes, fromHTTPRoute(r))
-	}
-	for _, r := range s.GRPCRoutes {
-		routes = append(routes, fromGRPCRoute(r))
-	}
-	for _, r := range s.TLSRoutes {
-		routes = append(routes, fromTLSRoute(r))
-	}
-	for _, r := range s.TCPRoutes {
-		routes = append(routes, fromTCPRoute(r))
-	}
-	for _, r := range s.UDPRoutes {
-		routes = append(routes, fromUDPRoute(r))
-	}
-	return routes
+func compareRanks(a, b *route) int {
+	return cmp.Or(a.meta.CreationTimestamp.Compare(b.meta.CreationTimestamp.Time),
+		cmp.Compare(a.meta.Namespace, b.meta.Namespace), cmp.Compare(a.meta.Name, b.meta.Name), cmp.Compare(a.kind, b.kind))
 }
 
 // routeOutput is what the translation of one route produces, and what it
@@ -77,6 +96,10 @@ type routeOutput struct {
 	// (HTTPRoute, GRPCRoute) shares a hostname: the route is not accepted
 	// there. It depends on other routes, so a Memo compares it.
 	lostOn map[int]string
+	// route and rank are the route as the last translation that kept it
+	// saw it, and its rank there.
+	route route
+	rank  int
 }
 
 // mergedRoutes are the outputs of the routes, merged in rank order.
@@ -120,7 +143,10 @@ func (t *translator) translateRoutes(routes []route, gws []*gateway, ports liste
 			out = t.translateRoute(r, gws, ports, merged.attached, lost[r.meta])
 		}
 		merged.add(r, rank, out)
-		kept.keep(r, out)
+		kept.keep(r, rank, out)
+	}
+	if kept != nil {
+		kept.nextRanks = len(routes)
 	}
 	return merged
 }

@@ -96,7 +96,7 @@ func (t *translator) run(kept *keptRoutes) Result {
 	classes := t.gatewayClassStatuses()
 	gateways := t.buildGateways()
 	ports := listenerPortsOf(gateways)
-	ranked := rankedRoutes(t.snap)
+	ranked := rankedRoutes(t.snap, kept)
 	routes := t.translateRoutes(ranked, gateways, ports, kept)
 	certs := certificates(gateways) // before statuses: it finds conflicts
 	gatewayStatuses, listenerSetStatuses := t.finishGateways(gateways, routes.attached)
