@@ -212,6 +212,12 @@ func TestEncoderMatchesMarshal(t *testing.T) {
 	check("a service and an upstream are new objects")
 	c.Services = append(c.Services, &Service{Name: "zz", Host: "h", Routes: []*Route{{Name: "zz.r"}}})
 	check("a service is added")
+	for i := 0; i < len(c.Services); i += 2 {
+		s := *c.Services[i]
+		s.Port = 8080
+		c.Services[i] = &s
+	}
+	check("every other service is a new object (parts mix copies and encodings)")
 	// What is unchanged is copied, not encoded again (hence the contract:
 	// an encoded entity does not change but for its routes' ranks).
 	c.Services[0].Host = "changed in place"

@@ -68,29 +68,27 @@ func (enc *Encoder) MarshalSizes(c *Config) (doc []byte, serviceSizes []int, err
 // marshal encodes c, copying from enc's previous document (nil: none)
 // what it can, and leaves enc holding this one.
 func marshal(c *Config, enc *Encoder) (doc []byte, serviceSizes []int, err error) {
-	e := encoder{buf: make([]byte, 0, sizeHint(c))}
+	// Each span starts as where the item was in the previous document
+	// (none: {0, 0}, the document never starts with an item), then is
+	// where it is in this one.
 	serviceSpans, upstreamSpans := make([]span, len(c.Services)), make([]span, len(c.Upstreams))
-	encodeService, encodeUpstream := (*encoder).service, (*encoder).upstream
+	var previous []byte
 	if enc != nil {
-		encodeService = func(p *encoder, s *Service) {
+		previous = enc.doc
+		for i, s := range c.Services {
 			if old, ok := enc.services[s]; ok && sameRanks(s.Routes, old.ranks) {
-				p.buf = append(p.buf, enc.doc[old.start:old.end]...)
-			} else {
-				p.service(s)
+				serviceSpans[i] = old.span
 			}
 		}
-		encodeUpstream = func(p *encoder, u *Upstream) {
-			if old, ok := enc.upstreams[u]; ok {
-				p.buf = append(p.buf, enc.doc[old.start:old.end]...)
-			} else {
-				p.upstream(u)
-			}
+		for i, u := range c.Upstreams {
+			upstreamSpans[i] = enc.upstreams[u]
 		}
 	}
+	e := encoder{buf: make([]byte, 0, sizeHint(c, serviceSpans, upstreamSpans))}
 	e.raw(`{"_format_version":`)
 	e.str(c.FormatVersion)
-	parallelList(&e, "services", c.Services, encodeService, serviceSpans)
-	parallelList(&e, "upstreams", c.Upstreams, encodeUpstream, upstreamSpans)
+	parallelList(&e, "services", c.Services, (*encoder).service, previous, serviceSpans)
+	parallelList(&e, "upstreams", c.Upstreams, (*encoder).upstream, previous, upstreamSpans)
 	list(&e, "certificates", c.Certificates, e.certificate)
 	list(&e, "ca_certificates", c.CACertificates, func(ca *CACertificate) {
 		e.raw(`{"id":`)
@@ -151,19 +149,33 @@ func sameRanks(routes []*Route, ranks []routeRank) bool {
 }
 
 // sizeHint guesses the document size a little high, so that the buffer
-// rarely grows: a route is about 330 bytes, a target about 75.
-func sizeHint(c *Config) int {
+// rarely grows (a copy of megabytes): a route is about 330 bytes, a target
+// about 75; an item of the previous document (spans) is as large as it was
+// there; the global plugins' code and what escaping adds are guessed by
+// the slack.
+func sizeHint(c *Config, serviceSpans, upstreamSpans []span) int {
 	n := 64
-	for _, s := range c.Services {
-		n += 200 + 360*len(s.Routes)
+	for i, s := range c.Services {
+		if sp := serviceSpans[i]; sp.end > 0 {
+			n += sp.end - sp.start + 1
+		} else {
+			n += 200 + 360*len(s.Routes)
+		}
 	}
-	for _, u := range c.Upstreams {
-		n += 150 + 80*len(u.Targets)
+	for i, u := range c.Upstreams {
+		if sp := upstreamSpans[i]; sp.end > 0 {
+			n += sp.end - sp.start + 1
+		} else {
+			n += 150 + 80*len(u.Targets)
+		}
 	}
 	for _, cert := range c.Certificates {
 		n += len(cert.Cert) + len(cert.Key) + 200
 	}
-	return n
+	for _, ca := range c.CACertificates {
+		n += len(ca.Cert) + 100
+	}
+	return n + n/32 + 16<<10
 }
 
 type encoder struct {
@@ -194,26 +206,39 @@ func list[T any](e *encoder, key string, items []T, one func(T)) {
 	e.buf = append(e.buf, ']')
 }
 
-// minPerPart is the fewest items worth a goroutine of parallelList.
+// minPerPart is the fewest items to encode worth a goroutine of
+// parallelList.
 const minPerPart = 256
 
 // parallelList is list for the document's long lists: contiguous parts of
 // items encoded on up to GOMAXPROCS goroutines, then joined in order (a
-// sync encodes megabytes). spans gets where each item is in the document.
-func parallelList[T any](e *encoder, key string, items []T, one func(*encoder, T), spans []span) {
+// first sync encodes megabytes). An item whose span is set is copied from
+// previous instead: a list of those is one part, written in place. Each
+// span is then where its item is in the document.
+func parallelList[T any](e *encoder, key string, items []T, one func(*encoder, T), previous []byte, spans []span) {
 	if len(items) == 0 {
 		return
 	}
 	e.field(key, false)
 	e.buf = append(e.buf, '[')
-	workers := max(1, min(runtime.GOMAXPROCS(0), len(items)/minPerPart))
+	fresh := 0
+	for _, sp := range spans {
+		if sp.end == 0 {
+			fresh++
+		}
+	}
+	workers := max(1, min(runtime.GOMAXPROCS(0), fresh/minPerPart))
 	per := (len(items) + workers - 1) / workers
 	parts := make([]encoder, workers)
 	encodePart := func(w int, p *encoder) {
 		for i := w * per; i < min((w+1)*per, len(items)); i++ {
 			p.sep(i - w*per)
 			start := len(p.buf)
-			one(p, items[i])
+			if sp := spans[i]; sp.end > 0 {
+				p.buf = append(p.buf, previous[sp.start:sp.end]...)
+			} else {
+				one(p, items[i])
+			}
 			spans[i] = span{start, len(p.buf)}
 		}
 	}
