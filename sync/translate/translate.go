@@ -100,7 +100,7 @@ func (t *translator) run(kept *keptRoutes) Result {
 	routes := t.translateRoutes(ranked, gateways, ports, kept)
 	certs := certificates(gateways) // before statuses: it finds conflicts
 	gatewayStatuses, listenerSetStatuses := t.finishGateways(gateways, routes.attached)
-	cfg := t.assemble(routes, gateways, certs)
+	cfg := t.assemble(routes, gateways, certs, kept)
 	return Result{Config: cfg, Status: Status{
 		GatewayClasses: classes,
 		Gateways:       gatewayStatuses,
@@ -113,7 +113,7 @@ func (t *translator) run(kept *keptRoutes) Result {
 
 // assemble builds Kong's configuration from the routes' entities and the
 // listeners' certificates.
-func (t *translator) assemble(routes mergedRoutes, gateways []*gateway, certs []*declarative.Certificate) *declarative.Config {
+func (t *translator) assemble(routes mergedRoutes, gateways []*gateway, certs []*declarative.Certificate, kept *keptRoutes) *declarative.Config {
 	// Priorities depend on every route that shares a precedence class.
 	services, kongRoutes := routes.services, routes.kongRoutes
 	if t.snap.Kong.RouterFlavor == snapshot.RouterExpressions {
@@ -135,11 +135,7 @@ func (t *translator) assemble(routes mergedRoutes, gateways []*gateway, certs []
 			cfg.Services = append(cfg.Services, svc)
 		}
 	}
-	cfg.Upstreams = append(make([]*declarative.Upstream, 0, len(routes.upstreams)+1), &declarative.Upstream{Name: MarkerUpstream})
-	for _, u := range routes.upstreams {
-		cfg.Upstreams = append(cfg.Upstreams, u)
-	}
-	slices.SortFunc(cfg.Upstreams, func(a, b *declarative.Upstream) int { return cmp.Compare(a.Name, b.Name) })
+	cfg.Upstreams = kept.upstreamsByName(routes.upstreams, &declarative.Upstream{Name: MarkerUpstream})
 	cfg.Certificates = append(certs, clientCertificates(gateways, services)...)
 	cfg.CACertificates = t.caCertificatesOf(services)
 	cfg.Plugins = t.globalPlugins(kongRoutes)
