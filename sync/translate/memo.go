@@ -38,6 +38,7 @@ type Memo struct {
 	// upstreams are the last translation's, by name and in order.
 	upstreams       map[string]*declarative.Upstream
 	sortedUpstreams []*declarative.Upstream
+	routeStatuses   map[ObjectRef][]gwv1.RouteParentStatus // the last translation's
 }
 
 // Translate is the package's Translate, reusing what it can from the
@@ -49,9 +50,9 @@ func (m *Memo) Translate(s *snapshot.Snapshot, refused Refusals) Result {
 	}
 	m.shared = shared
 	kept := &keptRoutes{previous: m.routes, previousRanks: m.ranks, next: make(map[*metav1.ObjectMeta]*routeOutput, len(m.routes)),
-		upstreams: m.upstreams, sortedUpstreams: m.sortedUpstreams}
+		upstreams: m.upstreams, sortedUpstreams: m.sortedUpstreams, previousStatuses: m.routeStatuses}
 	res := newTranslator(s, refused).run(kept)
-	m.routes, m.ranks = kept.next, kept.nextRanks
+	m.routes, m.ranks, m.routeStatuses = kept.next, kept.nextRanks, kept.nextStatuses
 	m.upstreams, m.sortedUpstreams = kept.upstreams, kept.sortedUpstreams
 	return res
 }
@@ -145,6 +146,8 @@ type keptRoutes struct {
 	previous, next map[*metav1.ObjectMeta]*routeOutput
 	// previousRanks and nextRanks are how many routes each ranked.
 	previousRanks, nextRanks int
+	// previousStatuses and nextStatuses are the routes' statuses of each.
+	previousStatuses, nextStatuses map[ObjectRef][]gwv1.RouteParentStatus
 	// upstreams are the routes' upstreams by name and sortedUpstreams all
 	// of the configuration, in order: the previous translation's, then
 	// this one's.
@@ -218,6 +221,17 @@ func (k *keptRoutes) reusable(r route, s *snapshot.Snapshot, lostOn map[int]stri
 		}
 	}
 	return out
+}
+
+// statuses returns the map of route statuses to start from: a copy of the
+// previous translation's, which has the entries of every route taken over
+// (a copy of a map is much cheaper than as many insertions), or an empty
+// one for n routes. k is nil without a Memo.
+func (k *keptRoutes) statuses(n int) map[ObjectRef][]gwv1.RouteParentStatus {
+	if k == nil || k.previousStatuses == nil {
+		return make(map[ObjectRef][]gwv1.RouteParentStatus, n)
+	}
+	return maps.Clone(k.previousStatuses)
 }
 
 // keep hands a route's output, and its rank, to the next translation.

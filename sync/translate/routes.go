@@ -119,15 +119,18 @@ type mergedRoutes struct {
 // merged instead.
 func (t *translator) translateRoutes(routes []route, gws []*gateway, ports listenerPorts, kept *keptRoutes) mergedRoutes {
 	merged := mergedRoutes{
-		statuses:  make(map[ObjectRef][]gwv1.RouteParentStatus, len(routes)),
+		statuses:  kept.statuses(len(routes)),
 		attached:  make([]int, len(allListeners(gws))),
 		upstreams: make(map[string]*declarative.Upstream, len(routes)),
 	}
 	lost := kindConflicts(routes, gws, t.namespaceAllowed)
 	outs := make([]*routeOutput, len(routes))
 	var independents []int
+	reused := make([]bool, len(routes))
 	for rank, r := range routes {
-		if outs[rank] = kept.reusable(r, t.snap, lost[r.meta]); outs[rank] == nil && independent(r) {
+		outs[rank] = kept.reusable(r, t.snap, lost[r.meta])
+		reused[rank] = outs[rank] != nil
+		if !reused[rank] && independent(r) {
 			independents = append(independents, rank)
 		}
 	}
@@ -137,16 +140,30 @@ func (t *translator) translateRoutes(routes []route, gws []*gateway, ports liste
 		// No other route's attachment matters to an independent one.
 		outs[rank] = t.translateRoute(r, gws, ports, nil, lost[r.meta])
 	})
+	withStatus := 0
 	for rank, r := range routes {
 		out := outs[rank]
 		if out == nil {
 			out = t.translateRoute(r, gws, ports, merged.attached, lost[r.meta])
+			outs[rank] = out
 		}
-		merged.add(r, rank, out)
+		merged.add(r, rank, out, reused[rank])
 		kept.keep(r, rank, out)
+		if len(out.parents) > 0 {
+			withStatus++
+		}
+	}
+	if len(merged.statuses) != withStatus {
+		// Routes gone left their entries in the previous statuses.
+		merged.statuses = make(map[ObjectRef][]gwv1.RouteParentStatus, withStatus)
+		for rank, r := range routes {
+			if parents := outs[rank].parents; len(parents) > 0 {
+				merged.statuses[r.key()] = parents
+			}
+		}
 	}
 	if kept != nil {
-		kept.nextRanks = len(routes)
+		kept.nextRanks, kept.nextStatuses = len(routes), merged.statuses
 	}
 	return merged
 }
@@ -187,10 +204,15 @@ func parallel(n int, do func(i int)) {
 }
 
 // add merges one route's output: the route's rank, which depends on the
-// other routes, is applied here, to a new output and a kept one alike.
-func (m *mergedRoutes) add(r route, rank int, out *routeOutput) {
-	if len(out.parents) > 0 {
+// other routes, is applied here, to a new output and a kept one alike. A
+// kept one's statuses are in those the Memo started from already.
+func (m *mergedRoutes) add(r route, rank int, out *routeOutput, kept bool) {
+	switch {
+	case kept:
+	case len(out.parents) > 0:
 		m.statuses[r.key()] = out.parents
+	default:
+		delete(m.statuses, r.key())
 	}
 	for _, i := range out.listeners {
 		m.attached[i]++
