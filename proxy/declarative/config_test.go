@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 
@@ -162,4 +163,74 @@ func TestLongListsEncodedInPartsMatchEncodingJSON(t *testing.T) {
 	if _, err := Marshal(c); err == nil {
 		t.Fatal("a value JSON cannot hold, in the last part, encoded without an error")
 	}
+}
+
+// TestEncoderMatchesMarshal: an Encoder given configurations that share
+// entities with the previous one, in parts (four workers), writes what
+// Marshal writes: new, gone, moved and re-ranked entities included.
+func TestEncoderMatchesMarshal(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4))
+	c := &Config{FormatVersion: FormatVersion}
+	for i := range 4*minPerPart + 3 {
+		name := fmt.Sprintf("svc-%04d", i)
+		c.Services = append(c.Services, &Service{Name: name, Host: name, Routes: []*Route{
+			{Name: name + ".a", Expression: `http.path == "/"`, Priority: uint64(i)},
+			{Name: name + ".b", Paths: []string{"~/b"}, RegexPrio: int64(i)}}})
+		c.Upstreams = append(c.Upstreams, &Upstream{Name: name, Targets: []*Target{{ID: name, Target: "10.0.0.1:80", Weight: 100}}})
+	}
+	var enc Encoder
+	check := func(step string) {
+		t.Helper()
+		got, gotSizes, err := enc.MarshalSizes(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, wantSizes, err := MarshalSizes(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("%s: the Encoder's document differs from Marshal's:\n got %s\nwant %s", step, got, want)
+		}
+		if !slices.Equal(gotSizes, wantSizes) {
+			t.Fatalf("%s: the Encoder's service sizes differ from Marshal's", step)
+		}
+	}
+	check("first")
+	check("the same")
+	c.Services[3].Routes[0].Priority = 1 << 40
+	check("a route's priority changes")
+	c.Services[2*minPerPart].Routes[1].RegexPrio = -1
+	check("a route's regex_priority changes")
+	c.Services = slices.Delete(c.Services, 1, 2)
+	c.Upstreams = slices.Delete(c.Upstreams, 5, 6)
+	check("a service and an upstream are gone (the rest move)")
+	s := *c.Services[minPerPart]
+	s.Host = "elsewhere"
+	c.Services[minPerPart] = &s
+	u := *c.Upstreams[len(c.Upstreams)-1]
+	u.Targets = nil
+	c.Upstreams[len(c.Upstreams)-1] = &u
+	check("a service and an upstream are new objects")
+	c.Services = append(c.Services, &Service{Name: "zz", Host: "h", Routes: []*Route{{Name: "zz.r"}}})
+	check("a service is added")
+	for i := 0; i < len(c.Services); i += 2 {
+		s := *c.Services[i]
+		s.Port = 8080
+		c.Services[i] = &s
+	}
+	check("every other service is a new object (parts mix copies and encodings)")
+	// What is unchanged is copied, not encoded again (hence the contract:
+	// an encoded entity does not change but for its routes' ranks).
+	c.Services[0].Host = "changed in place"
+	if doc, _, _ := enc.MarshalSizes(c); bytes.Contains(doc, []byte("changed in place")) {
+		t.Fatal("the Encoder encoded an unchanged service again")
+	}
+	c.Services[0].Routes[0].Plugins = []*Plugin{{ID: "p", Name: "x", Config: map[string]any{"n": math.NaN()}}}
+	c.Services[0].Routes[0].Priority++
+	if _, _, err := enc.MarshalSizes(c); err == nil {
+		t.Fatal("a value JSON cannot hold encoded without an error")
+	}
+	c.Services[0].Routes[0].Plugins = nil
+	check("after an error")
 }

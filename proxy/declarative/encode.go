@@ -19,7 +19,7 @@ import (
 // encoding/json's output. The output is deterministic because the
 // translation emits everything in sorted order.
 func Marshal(c *Config) ([]byte, error) {
-	doc, _, err := MarshalSizes(c)
+	doc, _, err := marshal(c, nil)
 	return doc, err
 }
 
@@ -28,16 +28,78 @@ func Marshal(c *Config) ([]byte, error) {
 // included: the share of the object behind it, which a document over
 // budget is cut by. Measuring while encoding costs one int per service.
 func MarshalSizes(c *Config) (doc []byte, serviceSizes []int, err error) {
-	e := encoder{buf: make([]byte, 0, sizeHint(c))}
-	serviceSizes = make([]int, len(c.Services))
+	return marshal(c, nil)
+}
+
+// Encoder is MarshalSizes for a sequence of configurations that share most
+// of their entities, as a translation Memo's do: a service or upstream
+// that is the very object of the previous configuration is copied from the
+// previous document instead of being encoded again (a sync after one edit
+// of 3,000 routes encoded 2 MiB to change a few hundred bytes). So an
+// entity must not change once encoded, except its routes' priority and
+// regex_priority (ranks depend on the other routes), which are compared.
+// The Encoder keeps the previous document; it is not safe for concurrent
+// use.
+type Encoder struct {
+	doc       []byte
+	services  map[*Service]encodedService
+	upstreams map[*Upstream]span
+}
+
+// span is where an item is in a document.
+type span struct{ start, end int }
+
+type encodedService struct {
+	span
+	ranks []routeRank // of its routes, in order, when it was encoded
+}
+
+type routeRank struct {
+	priority uint64
+	regex    int64
+}
+
+// MarshalSizes is the package's MarshalSizes, reusing the previous
+// document's bytes where it can.
+func (enc *Encoder) MarshalSizes(c *Config) (doc []byte, serviceSizes []int, err error) {
+	return marshal(c, enc)
+}
+
+// marshal encodes c, copying from enc's previous document (nil: none)
+// what it can, and leaves enc holding this one.
+func marshal(c *Config, enc *Encoder) (doc []byte, serviceSizes []int, err error) {
+	// Each span starts as where the item was in the previous document
+	// (none: {0, 0}, the document never starts with an item), then is
+	// where it is in this one.
+	serviceSpans, upstreamSpans := make([]span, len(c.Services)), make([]span, len(c.Upstreams))
+	var previous []byte
+	if enc != nil {
+		previous = enc.doc
+		for i, s := range c.Services {
+			if old, ok := enc.services[s]; ok && sameRanks(s.Routes, old.ranks) {
+				serviceSpans[i] = old.span
+			}
+		}
+		for i, u := range c.Upstreams {
+			upstreamSpans[i] = enc.upstreams[u]
+		}
+	}
+	e := encoder{buf: make([]byte, 0, sizeHint(c, serviceSpans, upstreamSpans))}
 	e.raw(`{"_format_version":`)
 	e.str(c.FormatVersion)
-	parallelList(&e, "services", c.Services, (*encoder).service, serviceSizes)
-	parallelList(&e, "upstreams", c.Upstreams, (*encoder).upstream, nil)
+	parallelList(&e, "services", c.Services, (*encoder).service, previous, serviceSpans)
+	parallelList(&e, "upstreams", c.Upstreams, (*encoder).upstream, previous, upstreamSpans)
 	list(&e, "certificates", c.Certificates, e.certificate)
 	list(&e, "ca_certificates", c.CACertificates, e.caCertificate)
 	list(&e, "plugins", c.Plugins, e.plugin)
 	e.raw("}")
+	serviceSizes = make([]int, len(c.Services))
+	for i, sp := range serviceSpans {
+		serviceSizes[i] = sp.end - sp.start + 1
+	}
+	if enc != nil {
+		enc.remember(c, e.buf, serviceSpans, upstreamSpans, e.err)
+	}
 	return e.buf, serviceSizes, e.err
 }
 
@@ -57,20 +119,73 @@ func (e *encoder) caCertificate(ca *CACertificate) {
 	e.raw("}")
 }
 
-// sizeHint guesses the document size a little high, so that the buffer
-// rarely grows: a route is about 330 bytes, a target about 75.
-func sizeHint(c *Config) int {
-	n := 64
-	for _, s := range c.Services {
-		n += 200 + 360*len(s.Routes)
+// remember makes doc the document the next one copies from.
+func (enc *Encoder) remember(c *Config, doc []byte, serviceSpans, upstreamSpans []span, err error) {
+	if err != nil {
+		*enc = Encoder{}
+		return
 	}
-	for _, u := range c.Upstreams {
-		n += 150 + 80*len(u.Targets)
+	enc.doc = doc
+	n := 0
+	for _, s := range c.Services {
+		n += len(s.Routes)
+	}
+	// One array holds every service's ranks.
+	ranks := make([]routeRank, 0, n)
+	enc.services = make(map[*Service]encodedService, len(c.Services))
+	for i, s := range c.Services {
+		start := len(ranks)
+		for _, r := range s.Routes {
+			ranks = append(ranks, routeRank{r.Priority, r.RegexPrio})
+		}
+		enc.services[s] = encodedService{serviceSpans[i], ranks[start:len(ranks):len(ranks)]}
+	}
+	enc.upstreams = make(map[*Upstream]span, len(c.Upstreams))
+	for i, u := range c.Upstreams {
+		enc.upstreams[u] = upstreamSpans[i]
+	}
+}
+
+func sameRanks(routes []*Route, ranks []routeRank) bool {
+	if len(routes) != len(ranks) {
+		return false
+	}
+	for i, r := range routes {
+		if r.Priority != ranks[i].priority || r.RegexPrio != ranks[i].regex {
+			return false
+		}
+	}
+	return true
+}
+
+// sizeHint guesses the document size a little high, so that the buffer
+// rarely grows (a copy of megabytes): a route is about 330 bytes, a target
+// about 75; an item of the previous document (spans) is as large as it was
+// there; the global plugins' code and what escaping adds are guessed by
+// the slack.
+func sizeHint(c *Config, serviceSpans, upstreamSpans []span) int {
+	n := 64
+	for i, s := range c.Services {
+		if sp := serviceSpans[i]; sp.end > 0 {
+			n += sp.end - sp.start + 1
+		} else {
+			n += 200 + 360*len(s.Routes)
+		}
+	}
+	for i, u := range c.Upstreams {
+		if sp := upstreamSpans[i]; sp.end > 0 {
+			n += sp.end - sp.start + 1
+		} else {
+			n += 150 + 80*len(u.Targets)
+		}
 	}
 	for _, cert := range c.Certificates {
 		n += len(cert.Cert) + len(cert.Key) + 200
 	}
-	return n
+	for _, ca := range c.CACertificates {
+		n += len(ca.Cert) + 100
+	}
+	return n + n/32 + 16<<10
 }
 
 type encoder struct {
@@ -101,30 +216,40 @@ func list[T any](e *encoder, key string, items []T, one func(T)) {
 	e.buf = append(e.buf, ']')
 }
 
-// minPerPart is the fewest items worth a goroutine of parallelList.
+// minPerPart is the fewest items to encode worth a goroutine of
+// parallelList.
 const minPerPart = 256
 
 // parallelList is list for the document's long lists: contiguous parts of
 // items encoded on up to GOMAXPROCS goroutines, then joined in order (a
-// sync encodes megabytes). sizes, when not nil, gets what each item adds
-// to the document, its separating comma included.
-func parallelList[T any](e *encoder, key string, items []T, one func(*encoder, T), sizes []int) {
+// first sync encodes megabytes). An item whose span is set is copied from
+// previous instead: a list of those is one part, written in place. Each
+// span is then where its item is in the document.
+func parallelList[T any](e *encoder, key string, items []T, one func(*encoder, T), previous []byte, spans []span) {
 	if len(items) == 0 {
 		return
 	}
 	e.field(key, false)
 	e.buf = append(e.buf, '[')
-	workers := max(1, min(runtime.GOMAXPROCS(0), len(items)/minPerPart))
+	fresh := 0
+	for _, sp := range spans {
+		if sp.end == 0 {
+			fresh++
+		}
+	}
+	workers := max(1, min(runtime.GOMAXPROCS(0), fresh/minPerPart))
 	per := (len(items) + workers - 1) / workers
 	parts := make([]encoder, workers)
 	encodePart := func(w int, p *encoder) {
 		for i := w * per; i < min((w+1)*per, len(items)); i++ {
 			p.sep(i - w*per)
 			start := len(p.buf)
-			one(p, items[i])
-			if sizes != nil {
-				sizes[i] = len(p.buf) - start + 1
+			if sp := spans[i]; sp.end > 0 {
+				p.buf = append(p.buf, previous[sp.start:sp.end]...)
+			} else {
+				one(p, items[i])
 			}
+			spans[i] = span{start, len(p.buf)}
 		}
 	}
 	// The first part goes straight into the document.
@@ -139,8 +264,14 @@ func parallelList[T any](e *encoder, key string, items []T, one func(*encoder, T
 	encodePart(0, &parts[0])
 	wg.Wait()
 	*e = parts[0]
-	for _, p := range parts[1:] {
-		e.buf = append(append(e.buf, ','), p.buf...)
+	for w, p := range parts[1:] {
+		e.buf = append(e.buf, ',')
+		// The part's spans were relative to its own buffer.
+		for i := (w + 1) * per; i < min((w+2)*per, len(items)); i++ {
+			spans[i].start += len(e.buf)
+			spans[i].end += len(e.buf)
+		}
+		e.buf = append(e.buf, p.buf...)
 		if e.err == nil {
 			e.err = p.err
 		}

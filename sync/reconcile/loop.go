@@ -4,6 +4,7 @@
 package reconcile
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -93,7 +94,7 @@ type Loop struct {
 	opts    Options
 	now     func() time.Time
 
-	loading atomic.Value // string: the hash of a load in flight, "" if none
+	loading atomic.Bool // a load is in flight
 
 	mu sync.Mutex
 	// state is what this replica knows of its Kong, which its Pod
@@ -111,7 +112,9 @@ type Loop struct {
 	// podStates holds the newest Pod conditions to write, likewise.
 	podStates chan []corev1.PodCondition
 	refusals  refusals
-	memo      translate.Memo // the previous translation's work, for the next
+	memo      translate.Memo      // the previous translation's work, for the next
+	encoder   declarative.Encoder // the previous document, for the next
+	hashed    hashedDoc           // the last document hashed
 	failures  int
 	kongNode  string      // the node id of the Kong last seen
 	info      *admin.Info // GET / as last answered: translations go on while Kong is down
@@ -131,7 +134,6 @@ func New(cache Cache, kong Kong, writer StatusWriter, pods PodReporter, events E
 	}
 	l := &Loop{cache: cache, kong: kong, status: writer, pods: pods, events: events, log: log, metrics: metrics, opts: opts, now: time.Now, refusals: refusals{},
 		statuses: make(chan statusJob, 1), podStates: make(chan []corev1.PodCondition, 1)}
-	l.loading.Store("")
 	return l
 }
 
@@ -431,9 +433,10 @@ func (l *Loop) checkKong(ctx context.Context) bool {
 		return false
 	}
 	l.metrics.kongReachable.Set(1)
-	// A load in flight changes Kong's hash before held follows (read
-	// loading, then held again: the load may end between).
-	if got == want || got == l.loading.Load().(string) || got == l.held() {
+	// A load in flight changes Kong's hash before held follows, and its
+	// outcome tells what Kong holds (a failed load is retried); read
+	// loading, then held again: the load may end between.
+	if got == want || l.loading.Load() || got == l.held() {
 		return true
 	}
 	ours := false
@@ -502,7 +505,7 @@ func (l *Loop) Sync(ctx context.Context) error {
 	var loadErr error
 	for round := 0; ; round++ {
 		result = l.memo.Translate(snap, l.refusals.forTranslation())
-		doc, sizes, err := declarative.MarshalSizes(result.Config)
+		doc, sizes, err := l.encoder.MarshalSizes(result.Config)
 		if err != nil {
 			return err
 		}
@@ -587,22 +590,50 @@ func (l *Loop) announceRefusals(ctx context.Context, snap *snapshot.Snapshot) {
 	}
 }
 
+// hashedDoc is a document and its hash.
+type hashedDoc struct {
+	doc  []byte
+	hash string
+}
+
 // load sends the configuration document of cfg unless Kong already holds
 // it, and returns its hash.
 func (l *Loop) load(ctx context.Context, doc []byte, cfg *declarative.Config) (string, error) {
-	hash := declarative.Hash(doc)
 	l.metrics.configBytes.Set(float64(len(doc)))
 	l.metrics.kongRoutes.Set(float64(countRoutes(cfg)))
-	if hash == l.held() {
+	// The hash, an md5, takes milliseconds of a large document: it is
+	// taken while Kong reads the document, unless it may tell that Kong
+	// holds this one already. It may when Kong holds one of konglet's that
+	// is not the last hashed (konglet took over Kong's configuration at its
+	// start); when Kong holds the last hashed, only that one (compared byte
+	// for byte) has its hash.
+	held, hash := l.held(), ""
+	switch {
+	case bytes.Equal(doc, l.hashed.doc):
+		hash = l.hashed.hash
+	case held != "" && held != l.hashed.hash:
+		hash = declarative.Hash(doc)
+	}
+	if hash != "" && hash == held {
 		if current, err := l.kong.ConfigHash(ctx); err == nil && current == hash {
 			l.metrics.pushes.WithLabelValues(pushUnchanged).Inc()
 			l.metrics.lastSuccess.Set(float64(l.now().Unix()))
 			return hash, nil
 		}
 	}
-	l.loading.Store(hash)
-	defer l.loading.Store("")
-	if err := l.kong.Load(ctx, doc); err != nil {
+	var hashing chan string
+	if hash == "" {
+		hashing = make(chan string, 1)
+		go func() { hashing <- declarative.Hash(doc) }()
+	}
+	l.loading.Store(true)
+	defer l.loading.Store(false)
+	err := l.kong.Load(ctx, doc)
+	if hashing != nil {
+		hash = <-hashing
+	}
+	l.hashed = hashedDoc{doc, hash}
+	if err != nil {
 		result := pushFailed
 		if _, refused := admin.IsRefusal(err); refused {
 			result = pushRefused

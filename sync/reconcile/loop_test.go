@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/konglet/konglet/proxy/admin"
+	"github.com/konglet/konglet/proxy/declarative"
 )
 
 func TestBackoffIsCappedJitteredAndHonoursRetryAfter(t *testing.T) {
@@ -177,5 +178,58 @@ func TestSyncLeavesOutWhatKongRefusesThenSkipsAnUnchangedLoad(t *testing.T) {
 	}
 	if kong.loads != 2 {
 		t.Fatalf("an unchanged configuration was sent again (%d loads)", kong.loads)
+	}
+}
+
+// countingKong counts the loads of a fakeKong.
+type countingKong struct {
+	fakeKong
+	loads int
+}
+
+func (k *countingKong) Load(ctx context.Context, doc []byte) error {
+	k.loads++
+	return k.fakeKong.Load(ctx, doc)
+}
+
+// TestSyncHashesWhatItLoadsAndTakesOverWhatKongHolds: the hash taken while
+// Kong reads a document is that document's; a restarted konglet that finds
+// its configuration in Kong does not load it again, and loads a change.
+func TestSyncHashesWhatItLoadsAndTakesOverWhatKongHolds(t *testing.T) {
+	ctx := context.Background()
+	cache, kong := &fakeCache{}, &countingKong{}
+	cache.set(t, budgetBase+service("a")+route("a", "r", 1, 1))
+	newLoop := func() *Loop {
+		return New(cache, kong, nil, nil, nil, slog.New(slog.NewTextHandler(io.Discard, nil)), NewMetrics(prometheus.NewRegistry()), Options{})
+	}
+	first := newLoop()
+	if err := first.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if kong.loads != 1 || first.held() != declarative.Hash(kong.loaded) {
+		t.Fatalf("%d loads; held %q, the loaded document's hash %q", kong.loads, first.held(), declarative.Hash(kong.loaded))
+	}
+	second := newLoop()
+	if !second.checkKong(ctx) || second.held() != first.held() {
+		t.Fatalf("the restarted konglet holds %q, Kong %q", second.held(), first.held())
+	}
+	if err := second.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if kong.loads != 1 {
+		t.Fatal("the configuration Kong held was loaded again")
+	}
+	cache.set(t, budgetBase+service("a")+route("a", "r", 1, 1)+route("a", "s", 1, 1))
+	if err := second.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if kong.loads != 2 || second.held() != declarative.Hash(kong.loaded) || !strings.Contains(string(kong.loaded), "httproute.a.s.") {
+		t.Fatalf("%d loads; held %q, the loaded document's hash %q", kong.loads, second.held(), declarative.Hash(kong.loaded))
+	}
+	if err := second.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if kong.loads != 2 {
+		t.Fatal("an unchanged configuration was loaded again")
 	}
 }

@@ -48,20 +48,24 @@ func FuzzTranslate(f *testing.F) {
 		if !reflect.DeepEqual(before, deepCopy(snap)) {
 			t.Fatal("Translate modified its input")
 		}
-		// The second translation takes over what a Memo kept of a first.
+		// The second translation takes over what a Memo kept of a first,
+		// and its document what an Encoder kept.
 		var memo translate.Memo
-		memo.Translate(snap, nil)
+		var enc declarative.Encoder
+		if _, _, err := enc.MarshalSizes(memo.Translate(snap, nil).Config); err != nil {
+			t.Fatal(err)
+		}
 		second := memo.Translate(snap, nil)
 		a, err := declarative.Marshal(first.Config)
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, err := declarative.Marshal(second.Config)
+		b, _, err := enc.MarshalSizes(second.Config)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if !bytes.Equal(a, b) || !reflect.DeepEqual(first.Status, second.Status) {
-			t.Fatal("Translate is not deterministic, or a Memo changed its result")
+			t.Fatal("Translate is not deterministic, or a Memo or an Encoder changed its result")
 		}
 		// The Lua konglet sends is fixed: nothing of the objects gets in.
 		if len(first.Config.Plugins) > 0 && !reflect.DeepEqual(first.Config.Plugins, hostNormalizer(t)) {

@@ -1,6 +1,7 @@
 package translate
 
 import (
+	"cmp"
 	"maps"
 	"reflect"
 	"slices"
@@ -11,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"github.com/konglet/konglet/proxy/declarative"
 	"github.com/konglet/konglet/sync/snapshot"
 )
 
@@ -32,6 +34,11 @@ import (
 type Memo struct {
 	shared sharedInputs
 	routes map[*metav1.ObjectMeta]*routeOutput
+	ranks  int // how many routes the last translation ranked
+	// upstreams are the last translation's, by name and in order.
+	upstreams       map[string]*declarative.Upstream
+	sortedUpstreams []*declarative.Upstream
+	routeStatuses   map[ObjectRef][]gwv1.RouteParentStatus // the last translation's
 }
 
 // Translate is the package's Translate, reusing what it can from the
@@ -42,9 +49,11 @@ func (m *Memo) Translate(s *snapshot.Snapshot, refused Refusals) Result {
 		m.routes = nil
 	}
 	m.shared = shared
-	kept := &keptRoutes{previous: m.routes, next: make(map[*metav1.ObjectMeta]*routeOutput, len(m.routes))}
+	kept := &keptRoutes{previous: m.routes, previousRanks: m.ranks, next: make(map[*metav1.ObjectMeta]*routeOutput, len(m.routes)),
+		upstreams: m.upstreams, sortedUpstreams: m.sortedUpstreams, previousStatuses: m.routeStatuses}
 	res := newTranslator(s, refused).run(kept)
-	m.routes = kept.next
+	m.routes, m.ranks, m.routeStatuses = kept.next, kept.nextRanks, kept.nextStatuses
+	m.upstreams, m.sortedUpstreams = kept.upstreams, kept.sortedUpstreams
 	return res
 }
 
@@ -137,6 +146,64 @@ func independent(r route) bool { return r.kind == kindHTTPRoute || r.kind == kin
 // keptRoutes hand the route outputs of one translation to the next.
 type keptRoutes struct {
 	previous, next map[*metav1.ObjectMeta]*routeOutput
+	// previousRanks and nextRanks are how many routes each ranked.
+	previousRanks, nextRanks int
+	// previousStatuses and nextStatuses are the routes' statuses of each.
+	previousStatuses, nextStatuses map[ObjectRef][]gwv1.RouteParentStatus
+	// upstreams are the routes' upstreams by name and sortedUpstreams all
+	// of the configuration, in order: the previous translation's, then
+	// this one's.
+	upstreams       map[string]*declarative.Upstream
+	sortedUpstreams []*declarative.Upstream
+}
+
+// upstreamsByName lists the routes' upstreams and the marker by name. The
+// names the previous translation had are in order already: only the
+// others are sorted, then merged in (names are unique, so this is the
+// order a sort of all of them gives). k is nil without a Memo.
+func (k *keptRoutes) upstreamsByName(upstreams map[string]*declarative.Upstream, marker *declarative.Upstream) []*declarative.Upstream {
+	byName := func(a, b *declarative.Upstream) int { return cmp.Compare(a.Name, b.Name) }
+	fresh := []*declarative.Upstream{marker}
+	var inOrder []*declarative.Upstream
+	if k == nil {
+		for _, u := range upstreams {
+			fresh = append(fresh, u)
+		}
+	} else {
+		inOrder = make([]*declarative.Upstream, 0, len(upstreams))
+		for _, u := range k.sortedUpstreams {
+			if now, ok := upstreams[u.Name]; ok {
+				inOrder = append(inOrder, now)
+			}
+		}
+		if len(inOrder) < len(upstreams) {
+			for name, u := range upstreams {
+				if _, ok := k.upstreams[name]; !ok {
+					fresh = append(fresh, u)
+				}
+			}
+		}
+	}
+	slices.SortFunc(fresh, byName)
+	sorted := make([]*declarative.Upstream, 0, len(upstreams)+1)
+	for _, u := range fresh {
+		before, _ := slices.BinarySearchFunc(inOrder, u, byName)
+		sorted, inOrder = append(append(sorted, inOrder[:before]...), u), inOrder[before:]
+	}
+	sorted = append(sorted, inOrder...)
+	if k != nil {
+		k.upstreams, k.sortedUpstreams = upstreams, sorted
+	}
+	return sorted
+}
+
+// previousOf returns the previous translation's output for the very route
+// object of meta, whether or not it still holds. k is nil without a Memo.
+func (k *keptRoutes) previousOf(meta *metav1.ObjectMeta) *routeOutput {
+	if k == nil {
+		return nil
+	}
+	return k.previous[meta]
 }
 
 // reusable returns the previous translation's output for r if it still
@@ -158,9 +225,21 @@ func (k *keptRoutes) reusable(r route, s *snapshot.Snapshot, lostOn map[int]stri
 	return out
 }
 
-// keep hands a route's output to the next translation.
-func (k *keptRoutes) keep(r route, out *routeOutput) {
+// statuses returns the map of route statuses to start from: a copy of the
+// previous translation's, which has the entries of every route taken over
+// (a copy of a map is much cheaper than as many insertions), or an empty
+// one for n routes. k is nil without a Memo.
+func (k *keptRoutes) statuses(n int) map[ObjectRef][]gwv1.RouteParentStatus {
+	if k == nil || k.previousStatuses == nil {
+		return make(map[ObjectRef][]gwv1.RouteParentStatus, n)
+	}
+	return maps.Clone(k.previousStatuses)
+}
+
+// keep hands a route's output, and its rank, to the next translation.
+func (k *keptRoutes) keep(r route, rank int, out *routeOutput) {
 	if k != nil && independent(r) {
+		out.route, out.rank = r, rank
 		k.next[r.meta] = out
 	}
 }

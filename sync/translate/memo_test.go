@@ -19,12 +19,19 @@ import (
 	"github.com/konglet/konglet/sync/translate"
 )
 
-// sameResult fails unless a translation with the Memo equals a fresh one.
-func sameResult(t *testing.T, step string, memo *translate.Memo, snap *snapshot.Snapshot, refused translate.Refusals) translate.Result {
+// syncer is what the sidecar keeps from one sync to the next.
+type syncer struct {
+	memo translate.Memo
+	enc  declarative.Encoder
+}
+
+// sameResult fails unless a translation with the Memo, encoded by the
+// Encoder, equals a fresh one.
+func sameResult(t *testing.T, step string, s *syncer, snap *snapshot.Snapshot, refused translate.Refusals) translate.Result {
 	t.Helper()
-	got := memo.Translate(snap, refused)
+	got := s.memo.Translate(snap, refused)
 	want := translate.Translate(snap, refused)
-	a, err := declarative.Marshal(got.Config)
+	a, _, err := s.enc.MarshalSizes(got.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +57,7 @@ func TestMemoMatchesAFreshTranslation(t *testing.T) {
 	key := func(i int) types.NamespacedName {
 		return types.NamespacedName{Namespace: fmt.Sprintf("ns-%d", i%100), Name: fmt.Sprintf("svc-%d", i)}
 	}
-	var memo translate.Memo
+	var memo syncer
 	var refused translate.Refusals
 	prev := sameResult(t, "first", &memo, snap, nil)
 	changes := []struct {
@@ -129,6 +136,7 @@ func TestMemoMatchesAFreshTranslation(t *testing.T) {
 			snap.Gateways[0] = g
 		}, false},
 		{"Kong changes its router", func() { snap.Kong = snapshot.DefaultKong(snapshot.RouterTraditionalCompat) }, false},
+		{"a route is deleted (every regex_priority after it moves)", func() { snap.HTTPRoutes = snap.HTTPRoutes[1:] }, true},
 		{"nothing again", func() {}, true},
 	}
 	for _, c := range changes {
@@ -149,19 +157,21 @@ func TestMemoMatchesAFreshTranslation(t *testing.T) {
 	}
 }
 
-// TestMemoAcrossGoldenInputs runs every golden input through one Memo, in
-// both orders, against fresh translations: nothing of one input may leak
-// into the next.
+// TestMemoAcrossGoldenInputs runs every golden input through one Memo and
+// Encoder, in both orders and for both routers, against fresh
+// translations: nothing of one input may leak into the next.
 func TestMemoAcrossGoldenInputs(t *testing.T) {
 	inputs := goldenInputs(t, false)
-	var snaps []*snapshot.Snapshot
-	for _, name := range slices.Sorted(maps.Keys(inputs)) {
-		snaps = append(snaps, loadSnapshot(t, snapshot.RouterExpressions, inputs[name]...))
-	}
-	var memo translate.Memo
-	for i, s := range append(snaps, snaps...) {
-		sameResult(t, fmt.Sprintf("input %d", i%len(snaps)), &memo, s, nil)
-		sameResult(t, fmt.Sprintf("input %d again", i%len(snaps)), &memo, s, nil)
+	for _, flavor := range []string{snapshot.RouterExpressions, snapshot.RouterTraditionalCompat} {
+		var snaps []*snapshot.Snapshot
+		for _, name := range slices.Sorted(maps.Keys(inputs)) {
+			snaps = append(snaps, loadSnapshot(t, flavor, inputs[name]...))
+		}
+		var memo syncer
+		for i, s := range append(snaps, snaps...) {
+			sameResult(t, fmt.Sprintf("%s: input %d", flavor, i%len(snaps)), &memo, s, nil)
+			sameResult(t, fmt.Sprintf("%s: input %d again", flavor, i%len(snaps)), &memo, s, nil)
+		}
 	}
 }
 
@@ -180,7 +190,7 @@ func TestMemoKeepsEachRoutesOwnUpstream(t *testing.T) {
 	newer.Spec.Rules[0].BackendRefs = []gwv1.HTTPBackendRef{b, a}
 	snap.HTTPRoutes = []*gwv1.HTTPRoute{older, newer}
 	snap.ReferenceGrants = []*gwv1.ReferenceGrant{grantServices("ns-0", "ns-1"), grantServices("ns-1", "ns-0")}
-	var memo translate.Memo
+	var memo syncer
 	first := sameResult(t, "both routes", &memo, snap, nil)
 	shared := slices.DeleteFunc(slices.Clone(first.Config.Upstreams), func(u *declarative.Upstream) bool { return u.Name == translate.MarkerUpstream })
 	if len(shared) != 1 {

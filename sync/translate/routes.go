@@ -17,45 +17,64 @@ import (
 
 // rankedRoutes lists the routes of every kind in the Gateway API's
 // tie-break order between routes: oldest first, then by namespace/name. A
-// route's index in it is its rank.
-func rankedRoutes(s *snapshot.Snapshot) []route {
-	routes := routesOf(s)
-	// Sorted by pointer, then laid out in order: a route is too large a
-	// value to move at every swap.
-	order := make([]*route, len(routes))
-	for i := range routes {
-		order[i] = &routes[i]
+// route's index in it is its rank. The routes a Memo kept (kept: nil
+// without one) are taken as they were, in the order of their previous
+// ranks: only the others are converted and sorted, then merged in (the
+// order is total, so this is the one a sort of all of them gives).
+func rankedRoutes(s *snapshot.Snapshot, kept *keptRoutes) []route {
+	var byRank []*route
+	if kept != nil {
+		byRank = make([]*route, kept.previousRanks)
 	}
-	slices.SortFunc(order, func(a, b *route) int {
-		return cmp.Or(a.meta.CreationTimestamp.Compare(b.meta.CreationTimestamp.Time),
-			cmp.Compare(a.meta.Namespace, b.meta.Namespace), cmp.Compare(a.meta.Name, b.meta.Name), cmp.Compare(a.kind, b.kind))
-	})
-	ranked := make([]route, len(routes))
-	for i, r := range order {
-		ranked[i] = *r
+	var fresh []route
+	for _, r := range s.HTTPRoutes {
+		if out := kept.previousOf(&r.ObjectMeta); out != nil {
+			byRank[out.rank] = &out.route
+		} else {
+			fresh = append(fresh, fromHTTPRoute(r))
+		}
+	}
+	for _, r := range s.GRPCRoutes {
+		if out := kept.previousOf(&r.ObjectMeta); out != nil {
+			byRank[out.rank] = &out.route
+		} else {
+			fresh = append(fresh, fromGRPCRoute(r))
+		}
+	}
+	// The other kinds are never kept.
+	for _, r := range s.TLSRoutes {
+		fresh = append(fresh, fromTLSRoute(r))
+	}
+	for _, r := range s.TCPRoutes {
+		fresh = append(fresh, fromTCPRoute(r))
+	}
+	for _, r := range s.UDPRoutes {
+		fresh = append(fresh, fromUDPRoute(r))
+	}
+	// Sorted by pointer: a route is too large a value to move at every swap.
+	order := make([]*route, len(fresh))
+	for i := range fresh {
+		order[i] = &fresh[i]
+	}
+	slices.SortFunc(order, compareRanks)
+	inOrder := slices.DeleteFunc(byRank, func(r *route) bool { return r == nil })
+	ranked := make([]route, 0, len(inOrder)+len(order))
+	for _, r := range order {
+		before, _ := slices.BinarySearchFunc(inOrder, r, compareRanks)
+		for _, k := range inOrder[:before] {
+			ranked = append(ranked, *k)
+		}
+		ranked, inOrder = append(ranked, *r), inOrder[before:]
+	}
+	for _, k := range inOrder {
+		ranked = append(ranked, *k)
 	}
 	return ranked
 }
 
-// routesOf lists the routes of every kind, as the translation sees them.
-func routesOf(s *snapshot.Snapshot) []route {
-	routes := make([]route, 0, len(s.HTTPRoutes)+len(s.GRPCRoutes)+len(s.TLSRoutes)+len(s.TCPRoutes)+len(s.UDPRoutes))
-	for _, r := range s.HTTPRoutes {
-		routes = append(routes, fromHTTPRoute(r))
-	}
-	for _, r := range s.GRPCRoutes {
-		routes = append(routes, fromGRPCRoute(r))
-	}
-	for _, r := range s.TLSRoutes {
-		routes = append(routes, fromTLSRoute(r))
-	}
-	for _, r := range s.TCPRoutes {
-		routes = append(routes, fromTCPRoute(r))
-	}
-	for _, r := range s.UDPRoutes {
-		routes = append(routes, fromUDPRoute(r))
-	}
-	return routes
+func compareRanks(a, b *route) int {
+	return cmp.Or(a.meta.CreationTimestamp.Compare(b.meta.CreationTimestamp.Time),
+		cmp.Compare(a.meta.Namespace, b.meta.Namespace), cmp.Compare(a.meta.Name, b.meta.Name), cmp.Compare(a.kind, b.kind))
 }
 
 // routeOutput is what the translation of one route produces, and what it
@@ -78,6 +97,10 @@ type routeOutput struct {
 	// (HTTPRoute, GRPCRoute) shares a hostname: the route is not accepted
 	// there. It depends on other routes, so a Memo compares it.
 	lostOn map[int]string
+	// route and rank are the route as the last translation that kept it
+	// saw it, and its rank there.
+	route route
+	rank  int
 }
 
 // mergedRoutes are the outputs of the routes, merged in rank order.
@@ -97,15 +120,18 @@ type mergedRoutes struct {
 // merged instead.
 func (t *translator) translateRoutes(routes []route, gws []*gateway, ports listenerPorts, kept *keptRoutes) mergedRoutes {
 	merged := mergedRoutes{
-		statuses:  make(map[ObjectRef][]gwv1.RouteParentStatus, len(routes)),
+		statuses:  kept.statuses(len(routes)),
 		attached:  make([]int, len(allListeners(gws))),
 		upstreams: make(map[string]*declarative.Upstream, len(routes)),
 	}
 	lost := kindConflicts(routes, gws, t.namespaceAllowed)
 	outs := make([]*routeOutput, len(routes))
 	var independents []int
+	reused := make([]bool, len(routes))
 	for rank, r := range routes {
-		if outs[rank] = kept.reusable(r, t.snap, lost[r.meta]); outs[rank] == nil && independent(r) {
+		outs[rank] = kept.reusable(r, t.snap, lost[r.meta])
+		reused[rank] = outs[rank] != nil
+		if !reused[rank] && independent(r) {
 			independents = append(independents, rank)
 		}
 	}
@@ -115,13 +141,30 @@ func (t *translator) translateRoutes(routes []route, gws []*gateway, ports liste
 		// No other route's attachment matters to an independent one.
 		outs[rank] = t.translateRoute(r, gws, ports, nil, lost[r.meta])
 	})
+	withStatus := 0
 	for rank, r := range routes {
 		out := outs[rank]
 		if out == nil {
 			out = t.translateRoute(r, gws, ports, merged.attached, lost[r.meta])
+			outs[rank] = out
 		}
-		merged.add(r, rank, out)
-		kept.keep(r, out)
+		merged.add(r, rank, out, reused[rank])
+		kept.keep(r, rank, out)
+		if len(out.parents) > 0 {
+			withStatus++
+		}
+	}
+	if len(merged.statuses) != withStatus {
+		// Routes gone left their entries in the previous statuses.
+		merged.statuses = make(map[ObjectRef][]gwv1.RouteParentStatus, withStatus)
+		for rank, r := range routes {
+			if parents := outs[rank].parents; len(parents) > 0 {
+				merged.statuses[r.key()] = parents
+			}
+		}
+	}
+	if kept != nil {
+		kept.nextRanks, kept.nextStatuses = len(routes), merged.statuses
 	}
 	return merged
 }
@@ -162,10 +205,15 @@ func parallel(n int, do func(i int)) {
 }
 
 // add merges one route's output: the route's rank, which depends on the
-// other routes, is applied here, to a new output and a kept one alike.
-func (m *mergedRoutes) add(r route, rank int, out *routeOutput) {
-	if len(out.parents) > 0 {
+// other routes, is applied here, to a new output and a kept one alike. A
+// kept one's statuses are in those the Memo started from already.
+func (m *mergedRoutes) add(r route, rank int, out *routeOutput, kept bool) {
+	switch {
+	case kept:
+	case len(out.parents) > 0:
 		m.statuses[r.key()] = out.parents
+	default:
+		delete(m.statuses, r.key())
 	}
 	for _, i := range out.listeners {
 		m.attached[i]++

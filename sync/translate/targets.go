@@ -130,9 +130,9 @@ func ExternalNames(s *snapshot.Snapshot) []string {
 // every kind name (granted or not, existing or not): only changes to these,
 // and to their EndpointSlices, can change what routes translate to.
 func BackendServices(s *snapshot.Snapshot) map[types.NamespacedName]bool {
-	// The routes' backendRefs are read where they are, not through
-	// routesOf: this runs on every snapshot, and a route value per route
-	// was most of its time.
+	// The routes' backendRefs are read where they are, not converted to
+	// route values: this runs on every snapshot, and a route value per
+	// route was most of its time.
 	out := make(map[types.NamespacedName]bool, len(s.HTTPRoutes)+len(s.GRPCRoutes)+len(s.TLSRoutes)+len(s.TCPRoutes)+len(s.UDPRoutes))
 	add := func(routeNamespace string, ref gwv1.BackendObjectReference) {
 		if (ref.Group != nil && *ref.Group != "") || (ref.Kind != nil && *ref.Kind != kindService) {

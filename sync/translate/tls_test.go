@@ -129,7 +129,7 @@ func TestSecretProblems(t *testing.T) {
 // listener's routes and certificate away; a Memo must not keep them.
 func TestSecretProblemsThroughAMemo(t *testing.T) {
 	s := loadSnapshot(t, snapshot.RouterExpressions, "testdata/secrets/input.yaml")
-	var memo translate.Memo
+	var memo syncer
 	if got := sameResult(t, "readable", &memo, s, nil); len(got.Config.Certificates) != 1 {
 		t.Fatalf("%d certificates served, want the one of kong/secure", len(got.Config.Certificates))
 	}

@@ -175,12 +175,9 @@ func rankTraditional(kongRoutes []*kongRoute) (unranked []*declarative.Route) {
 const unrankedNote = "the traditional_compatible router has no priority left to rank some of its matches below every route Gateway API prefers on the same hostname (about 250 to 1000 routes per hostname, see docs/features.md), so Kong may pick them first; the expressions router ranks every route exactly"
 
 // noteUnranked adds unrankedNote to the Accepted condition of the owners of
-// unranked Kong routes (those of services). The statuses may be a Memo's:
+// unranked Kong routes (those of services). The entries may be a Memo's:
 // they are copied.
 func noteUnranked(statuses map[ObjectRef][]gwv1.RouteParentStatus, services []*declarative.Service, unranked []*declarative.Route) {
-	if len(unranked) == 0 {
-		return
-	}
 	owner := map[*declarative.Route]*declarative.Service{}
 	for _, svc := range services {
 		for _, r := range svc.Routes {

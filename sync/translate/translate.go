@@ -5,6 +5,7 @@ package translate
 
 import (
 	"cmp"
+	"maps"
 	"net/netip"
 	"slices"
 	"sync"
@@ -96,12 +97,17 @@ func (t *translator) run(kept *keptRoutes) Result {
 	classes := t.gatewayClassStatuses()
 	gateways := t.buildGateways()
 	ports := listenerPortsOf(gateways)
-	ranked := rankedRoutes(t.snap)
+	ranked := rankedRoutes(t.snap, kept)
 	routes := t.translateRoutes(ranked, gateways, ports, kept)
 	certs := certificates(gateways) // before statuses: it finds conflicts
 	gatewayStatuses, listenerSetStatuses := t.finishGateways(gateways, routes.attached)
-	cfg, unranked := t.assemble(routes, gateways, certs)
-	noteUnranked(routes.statuses, cfg.Services, unranked)
+	cfg, unranked := t.assemble(routes, gateways, certs, kept)
+	if len(unranked) > 0 {
+		// A Memo starts the next translation from routes.statuses: the
+		// notes go on a copy, so that a route ranked again loses its own.
+		routes.statuses = maps.Clone(routes.statuses)
+		noteUnranked(routes.statuses, cfg.Services, unranked)
+	}
 	return Result{Config: cfg, Status: Status{
 		GatewayClasses: classes,
 		Gateways:       gatewayStatuses,
@@ -115,7 +121,7 @@ func (t *translator) run(kept *keptRoutes) Result {
 // assemble builds Kong's configuration from the routes' entities and the
 // listeners' certificates; unranked are the Kong routes that Kong's
 // traditional_compatible router may prefer to routes Gateway API prefers.
-func (t *translator) assemble(routes mergedRoutes, gateways []*gateway, certs []*declarative.Certificate) (cfg *declarative.Config, unranked []*declarative.Route) {
+func (t *translator) assemble(routes mergedRoutes, gateways []*gateway, certs []*declarative.Certificate, kept *keptRoutes) (cfg *declarative.Config, unranked []*declarative.Route) {
 	// Priorities depend on every route that shares a precedence class.
 	services, kongRoutes := routes.services, routes.kongRoutes
 	if t.snap.Kong.RouterFlavor == snapshot.RouterExpressions {
@@ -138,11 +144,7 @@ func (t *translator) assemble(routes mergedRoutes, gateways []*gateway, certs []
 			cfg.Services = append(cfg.Services, svc)
 		}
 	}
-	cfg.Upstreams = append(make([]*declarative.Upstream, 0, len(routes.upstreams)+1), &declarative.Upstream{Name: MarkerUpstream})
-	for _, u := range routes.upstreams {
-		cfg.Upstreams = append(cfg.Upstreams, u)
-	}
-	slices.SortFunc(cfg.Upstreams, func(a, b *declarative.Upstream) int { return cmp.Compare(a.Name, b.Name) })
+	cfg.Upstreams = kept.upstreamsByName(routes.upstreams, &declarative.Upstream{Name: MarkerUpstream})
 	cfg.Certificates = append(certs, clientCertificates(gateways, services)...)
 	cfg.CACertificates = t.caCertificatesOf(services)
 	cfg.Plugins = t.globalPlugins(kongRoutes)
