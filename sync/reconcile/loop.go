@@ -503,6 +503,7 @@ func (l *Loop) Sync(ctx context.Context) error {
 	var result translate.Result
 	var hash string
 	var loadErr error
+	startedOver := false
 	for round := 0; ; round++ {
 		result = l.memo.Translate(snap, l.refusals.forTranslation())
 		doc, sizes, err := l.encoder.MarshalSizes(result.Config)
@@ -524,7 +525,14 @@ func (l *Loop) Sync(ctx context.Context) error {
 			break
 		}
 		if !l.refusals.add(snap, result, le.Entities) {
-			break // nothing we can trace back to an object: do not loop
+			if startedOver {
+				break // nothing we can trace back to an object: do not loop
+			}
+			// The Memo and the Encoder reuse what the last syncs made: a
+			// flaw there must cost one load, not every load from now on.
+			l.log.Warn("Kong refused the configuration and named no object of it; translating and encoding it again from scratch", "error", loadErr)
+			l.memo, l.encoder, startedOver = translate.Memo{}, declarative.Encoder{}, true
+			continue
 		}
 		l.log.Warn("Kong refused objects; loading the configuration without them", "objects", l.refusals.describe())
 	}

@@ -181,6 +181,42 @@ func TestSyncLeavesOutWhatKongRefusesThenSkipsAnUnchangedLoad(t *testing.T) {
 	}
 }
 
+// unnamingKong refuses its first refusals loads naming no object of the
+// document, as Kong does for some invalid documents ("declarative config
+// is invalid: {}").
+type unnamingKong struct {
+	fakeKong
+	refusals, loads int
+}
+
+func (k *unnamingKong) Load(ctx context.Context, doc []byte) error {
+	k.loads++
+	if k.loads <= k.refusals {
+		return &admin.LoadError{StatusCode: 400, Message: "declarative config is invalid: {}"}
+	}
+	return k.fakeKong.Load(ctx, doc)
+}
+
+// TestSyncStartsOverOnceWhenKongNamesNothing: a refusal that names no
+// object may come from what the Memo and the Encoder reused, so the sync
+// translates and encodes once more from scratch and loads that; a refusal
+// that persists costs one more load per sync, not a loop.
+func TestSyncStartsOverOnceWhenKongNamesNothing(t *testing.T) {
+	cache := &fakeCache{}
+	cache.set(t, budgetBase+service("a")+route("a", "r", 1, 1))
+	for _, tc := range []struct{ refusals, wantLoads int }{{1, 2}, {100, 2}} {
+		kong := &unnamingKong{refusals: tc.refusals}
+		l := New(cache, kong, nil, nil, nil, slog.New(slog.NewTextHandler(io.Discard, nil)), NewMetrics(prometheus.NewRegistry()), Options{})
+		_ = l.Sync(context.Background())
+		if kong.loads != tc.wantLoads {
+			t.Errorf("Kong refusing %d loads: %d loads in one sync, want %d", tc.refusals, kong.loads, tc.wantLoads)
+		}
+		if loaded := kong.loaded != nil; loaded != (tc.refusals < tc.wantLoads) {
+			t.Errorf("Kong refusing %d loads: loaded %v", tc.refusals, loaded)
+		}
+	}
+}
+
 // countingKong counts the loads of a fakeKong.
 type countingKong struct {
 	fakeKong
