@@ -618,7 +618,9 @@ func (l *Loop) load(ctx context.Context, doc []byte, cfg *declarative.Config) (s
 	held, hash := l.held(), ""
 	switch {
 	case bytes.Equal(doc, l.hashed.doc):
-		hash = l.hashed.hash
+		// The same bytes: keep this copy, which the Encoder keeps too, so
+		// that the older one can go.
+		hash, l.hashed.doc = l.hashed.hash, doc
 	case held != "" && held != l.hashed.hash:
 		hash = declarative.Hash(doc)
 	}
