@@ -195,6 +195,10 @@ func TestEncoderMatchesMarshal(t *testing.T) {
 		if !slices.Equal(gotSizes, wantSizes) {
 			t.Fatalf("%s: the Encoder's service sizes differ from Marshal's", step)
 		}
+		// It keeps the document until the next one: no guessed slack.
+		if cap(got) > len(got)+len(got)/16 {
+			t.Fatalf("%s: the Encoder keeps a %d-byte buffer for a %d-byte document", step, cap(got), len(got))
+		}
 	}
 	check("first")
 	check("the same")

@@ -98,6 +98,12 @@ func marshal(c *Config, enc *Encoder) (doc []byte, serviceSizes []int, err error
 		serviceSizes[i] = sp.end - sp.start + 1
 	}
 	if enc != nil {
+		// The buffer was sized by a guess, high when most items are new
+		// (a first sync): the document kept until the next sync takes
+		// only its own size.
+		if cap(e.buf)-len(e.buf) > len(e.buf)/16 {
+			e.buf = slices.Clone(e.buf)
+		}
 		enc.remember(c, e.buf, serviceSpans, upstreamSpans, e.err)
 	}
 	return e.buf, serviceSizes, e.err
