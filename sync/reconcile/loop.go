@@ -105,7 +105,7 @@ type Loop struct {
 	// translation's, before replicas are applied, which a peer's change
 	// applies again to.
 	offerMu sync.Mutex
-	base    statusJob
+	base    *translated // nil before the first translation
 	// statuses holds the newest statuses to write (at most one: a newer
 	// one replaces it), so that writing them never delays Kong's loads.
 	statuses chan statusJob
@@ -199,29 +199,33 @@ func sleepUntil(ctx context.Context, t time.Time) bool {
 	}
 }
 
-// statusJob is one translation's statuses, the snapshot they are for and
-// the hash of its configuration.
-type statusJob struct {
-	snap   *snapshot.Snapshot
+// translated is one translation's statuses and the hash of its
+// configuration.
+type translated struct {
 	status translate.Status
 	hash   string
 }
 
-// offerStatus queues base's statuses with Programmed decided from the
-// replicas that replicas (a snapshot) shows, dropping older ones not
+// statusJob is statuses to write and the snapshot they are written against.
+type statusJob struct {
+	translated
+	snap *snapshot.Snapshot
+}
+
+// offerStatus queues base's statuses, to be written against snap, with
+// Programmed decided from the replicas snap shows, dropping older ones not
 // written yet. Callers hold offerMu, so draining then sending cannot block.
-func (l *Loop) offerStatus(base statusJob, replicas *snapshot.Snapshot) {
+func (l *Loop) offerStatus(base translated, snap *snapshot.Snapshot) {
 	l.mu.Lock()
 	self := l.state
 	l.mu.Unlock()
-	list := status.Replicas(replicas, l.opts.PodName, self)
+	list := status.Replicas(snap, l.opts.PodName, self)
 	if len(list) == 0 {
 		// No endpoints to count (no publish Service, or none yet): this
 		// replica speaks for itself.
 		list = []status.Replica{status.ReplicaFrom(l.opts.PodName, true, self.Conditions())}
 	}
-	job := base
-	job.status = status.ApplyReplicas(base.status, list, base.hash)
+	job := statusJob{translated{status.ApplyReplicas(base.status, list, base.hash), base.hash}, snap}
 	select {
 	case <-l.statuses:
 	default:
@@ -254,15 +258,13 @@ func (l *Loop) watchPeers(ctx context.Context) {
 			continue
 		}
 		l.offerMu.Lock()
-		if l.base.snap != nil {
+		if l.base != nil {
 			// The statuses are the last translation's, the objects the
 			// cache's current ones: the writer trusts a cached object
 			// only at the version it last wrote or read, and the
 			// translation's objects are older than its writes since (each
 			// would be read again from the API server).
-			job := l.base
-			job.snap = snap
-			l.offerStatus(job, snap)
+			l.offerStatus(*l.base, snap)
 		}
 		l.offerMu.Unlock()
 	}
@@ -544,8 +546,10 @@ func (l *Loop) Sync(ctx context.Context) error {
 	l.mu.Unlock()
 	l.publish()
 	l.offerMu.Lock()
-	l.base = statusJob{snap: snap, status: result.Status, hash: hash}
-	l.offerStatus(l.base, snap)
+	// Not its snapshot: a peer's change is applied against a new one, and
+	// this one would keep every object of this sync alive until the next.
+	l.base = &translated{result.Status, hash}
+	l.offerStatus(*l.base, snap)
 	l.offerMu.Unlock()
 	return loadErr
 }
