@@ -24,14 +24,17 @@ const (
 	// /metrics about 200 KB, so that even ten a second stay quiet).
 	releaseTick = time.Second
 	idleBytes   = 4 << 20
-	// garbageBytes is the garbage that makes a release worth it (a sync
-	// of 5,000 routes leaves tens of MiB); less is left to the runtime's
-	// own collections.
-	garbageBytes = 8 << 20
+	// A release is worth it once the garbage is a sixteenth of the live
+	// heap, and at least minGarbageBytes: an idle replica then stays
+	// within about 6% of what it keeps (a sync of 5,000 routes leaves tens
+	// of MiB), and the full GCs cost about what the runtime's own would
+	// with GOGC=6, while idle only.
+	minGarbageBytes = 1 << 20
+	garbageFraction = 16
 )
 
 // releaseWhenIdle returns freed memory to the system at each quiet tick
-// with at least garbageBytes of garbage in the heap (until ctx ends).
+// with enough garbage in the heap (until ctx ends).
 func releaseWhenIdle(ctx context.Context) {
 	tick := time.NewTicker(releaseTick)
 	defer tick.Stop()
@@ -58,13 +61,14 @@ type idleRelease struct {
 type heap struct {
 	allocated uint64 // since the start
 	garbage   uint64 // in the heap: objects not live at the last GC (an estimate: some are new and live)
+	live      uint64 // at the last GC
 }
 
 // observe takes one sample and tells whether to release now.
 func (r *idleRelease) observe(h heap) bool {
 	delta := h.allocated - r.last
 	r.last = h.allocated
-	return delta < idleBytes && h.garbage >= garbageBytes
+	return delta < idleBytes && h.garbage >= max(minGarbageBytes, h.live/garbageFraction)
 }
 
 // heapSample reads the runtime's heap metrics (cheap: no stop-the-world,
@@ -72,9 +76,9 @@ func (r *idleRelease) observe(h heap) bool {
 func heapSample() heap {
 	s := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}, {Name: "/memory/classes/heap/objects:bytes"}, {Name: "/gc/heap/live:bytes"}}
 	metrics.Read(s)
-	h := heap{allocated: s[0].Value.Uint64()}
-	if objects, live := s[1].Value.Uint64(), s[2].Value.Uint64(); objects > live {
-		h.garbage = objects - live
+	h := heap{allocated: s[0].Value.Uint64(), live: s[2].Value.Uint64()}
+	if objects := s[1].Value.Uint64(); objects > h.live {
+		h.garbage = objects - h.live
 	}
 	return h
 }
