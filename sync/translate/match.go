@@ -106,10 +106,13 @@ func (t *translator) kongRoute(r *declarative.Route, name string, place placemen
 // encodes the Gateway API precedence, so Kong never falls back to its id
 // order. Inside a class, priorities count down from the oldest route: a new
 // route (the newest) takes the next value down and moves no other route's
-// priority, so a change stays a small change of the document.
+// priority, so a change stays a small change of the document. Kong routes
+// of one match on several hostnames tie: their names (unique) order them,
+// so that where they were in the input (which any other route moves) does
+// not.
 func assignPriorities(kongRoutes []*kongRoute) {
 	slices.SortFunc(kongRoutes, func(a, b *kongRoute) int {
-		return cmp.Or(cmp.Compare(a.class, b.class), a.order.compare(b.order))
+		return cmp.Or(cmp.Compare(a.class, b.class), a.order.compare(b.order), strings.Compare(a.route.Name, b.route.Name))
 	})
 	for start := 0; start < len(kongRoutes); {
 		end := start + 1
