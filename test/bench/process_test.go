@@ -31,6 +31,7 @@ type proc struct {
 type sample struct {
 	At    time.Duration // since Started
 	Bytes int64
+	File  int64 // of Bytes, pages mapped from files: the binary's
 }
 
 // startKonglet runs konglet against the cluster and the Kong double.
@@ -67,9 +68,9 @@ func (p *proc) sampleRSS() {
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	for ; !p.Exited(); <-tick.C {
-		if v, ok := vmRSS(p.Pid()); ok {
+		if v, file, ok := rssOf(p.Pid()); ok {
 			p.mu.Lock()
-			p.rss = append(p.rss, sample{At: time.Since(p.Started), Bytes: v})
+			p.rss = append(p.rss, sample{At: time.Since(p.Started), Bytes: v, File: file})
 			p.mu.Unlock()
 		}
 	}
@@ -77,20 +78,36 @@ func (p *proc) sampleRSS() {
 
 // vmRSS reads VmRSS of a process from /proc.
 func vmRSS(pid int) (int64, bool) {
+	rss, _, ok := rssOf(pid)
+	return rss, ok
+}
+
+// rssOf reads VmRSS and RssFile of a process from /proc.
+func rssOf(pid int) (rss, file int64, ok bool) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
-		return 0, false
+		return 0, 0, false
 	}
+	kib := func(rest string) int64 {
+		f := strings.Fields(rest)
+		if len(f) == 0 {
+			return -1
+		}
+		v, err := strconv.ParseInt(f[0], 10, 64)
+		if err != nil {
+			return -1
+		}
+		return v * 1024
+	}
+	rss, file = -1, -1
 	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			f := strings.Fields(rest)
-			if len(f) >= 1 {
-				kb, err := strconv.ParseInt(f[0], 10, 64)
-				return kb * 1024, err == nil
-			}
+		if rest, found := strings.CutPrefix(line, "VmRSS:"); found {
+			rss = kib(rest)
+		} else if rest, found := strings.CutPrefix(line, "RssFile:"); found {
+			file = kib(rest)
 		}
 	}
-	return 0, false
+	return rss, file, rss >= 0 && file >= 0
 }
 
 // RSS returns the samples taken so far.

@@ -17,6 +17,13 @@ import (
 // steady samples konglet for window: the median heap in use (from its
 // /metrics) and the median RSS over that window.
 func steady(p *proc, window time.Duration) (heap, rss float64) {
+	heap, rss, _ = steadyFile(p, window)
+	return heap, rss
+}
+
+// steadyFile is steady with the median of the RSS mapped from files (the
+// binary's pages) too.
+func steadyFile(p *proc, window time.Duration) (heap, rss, file float64) {
 	from := time.Since(p.Started)
 	var heaps []float64
 	tick := time.NewTicker(250 * time.Millisecond)
@@ -34,13 +41,13 @@ loop:
 		case <-tick.C:
 		}
 	}
-	var rs []float64
+	var rs, files []float64
 	for _, s := range p.RSS() {
 		if s.At >= from {
-			rs = append(rs, float64(s.Bytes))
+			rs, files = append(rs, float64(s.Bytes)), append(files, float64(s.File))
 		}
 	}
-	return median(heaps), median(rs)
+	return median(heaps), median(rs), median(files)
 }
 
 // baseline: konglet with a Gateway and no routes, for the memory per object.
@@ -75,9 +82,11 @@ func (b *bencher) baseline(t *testing.T) {
 	if !quiesce(p, time.Second, 30*time.Second) {
 		t.Log("status writes did not stop within 30s")
 	}
-	base.heap, base.rss = steady(p, 3*time.Second)
+	var file float64
+	base.heap, base.rss, file = steadyFile(p, 3*time.Second)
 	b.results.add(figure{Scenario: scen, Name: "start to first load, no routes", Value: ms(first), Unit: "ms"})
-	b.results.add(figure{Scenario: scen, Name: "idle RSS, no routes (median)", Value: mib(base.rss), Unit: "MiB"})
+	b.results.add(figure{Scenario: scen, Name: "idle RSS, no routes (median)", Value: mib(base.rss), Unit: "MiB",
+		Note: fmt.Sprintf("of which mapped from the binary %.1f MiB", mib(file))})
 	b.results.add(figure{Scenario: scen, Name: "idle Go heap in use, no routes", Value: mib(base.heap), Unit: "MiB"})
 	b.results.raw("baseline", map[string]any{"first_load_ms": ms(first), "heap_inuse": base.heap, "rss": base.rss, "max_rss": p.MaxRSS()})
 }
