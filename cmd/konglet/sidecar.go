@@ -56,6 +56,7 @@ type config struct {
 	leaderElection   bool
 	kubeQPS          float64
 	kubeBurst        int
+	kubeCompression  bool
 	leaseTiming      leader.Timing
 }
 
@@ -85,6 +86,7 @@ func (c *config) flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.Float64Var(&c.kubeQPS, "kube-api-qps", 200, "requests per second to the API server (status writes come in bursts when many routes change)")
 	fs.IntVar(&c.kubeBurst, "kube-api-burst", 400, "burst of requests to the API server")
+	fs.BoolVar(&c.kubeCompression, "kube-api-compression", false, "ask the API server to gzip its answers (lists, and since Kubernetes 1.37 each informer's watch stream, gzipped for every replica apart): worth it only where the network to the API server is slow")
 	fs.BoolVar(&c.leaderElection, "leader-election", true, "elect one replica per Gateway to write statuses (a Lease konglet-<gateway> in the Gateway's namespace)")
 	fs.DurationVar(&c.leaseTiming.LeaseDuration, "lease-duration", 15*time.Second, "how long a leader holds the Lease without renewing it")
 	fs.DurationVar(&c.leaseTiming.RenewDeadline, "lease-renew-deadline", 10*time.Second, "how long the leader keeps trying to renew before it stops writing")
@@ -125,23 +127,7 @@ func runSidecar(args []string, stderr io.Writer) int {
 }
 
 func serve(ctx context.Context, cfg config, log *slog.Logger) error {
-	restConfig, err := restConfig(cfg.kubeconfig)
-	if err != nil {
-		return err
-	}
-	restConfig.QPS, restConfig.Burst = float32(cfg.kubeQPS), cfg.kubeBurst
-	// Built-in types travel as protobuf: smaller on the wire and decoded
-	// with a fraction of JSON's garbage, which matters when listing
-	// thousands of Services and EndpointSlices. Custom resources (Gateway
-	// API) only speak JSON.
-	kubeConfig := rest.CopyConfig(restConfig)
-	kubeConfig.ContentType = "application/vnd.kubernetes.protobuf"
-	kubeConfig.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
-	kube, err := kubernetes.NewForConfig(kubeConfig)
-	if err != nil {
-		return err
-	}
-	gw, err := gwclient.NewForConfig(restConfig)
+	kube, gw, err := cfg.clients()
 	if err != nil {
 		return err
 	}
@@ -248,6 +234,35 @@ func handler(reg *prometheus.Registry, ready func() bool) http.Handler {
 		_, _ = io.WriteString(w, "ok\n")
 	})
 	return mux
+}
+
+// clients are the API server's clients: Kubernetes' and Gateway API's.
+func (c config) clients() (kubernetes.Interface, gwclient.Interface, error) {
+	restConfig, err := restConfig(c.kubeconfig)
+	if err != nil {
+		return nil, nil, err
+	}
+	restConfig.QPS, restConfig.Burst = float32(c.kubeQPS), c.kubeBurst
+	// Inside a cluster, gzip costs the API server more than the bytes cost
+	// the network, once per replica (nothing is compressed once for all
+	// watchers), and each open watch stream keeps a decompressor here.
+	restConfig.DisableCompression = !c.kubeCompression
+	// Built-in types travel as protobuf: smaller on the wire and decoded
+	// with a fraction of JSON's garbage, which matters when listing
+	// thousands of Services and EndpointSlices. Custom resources (Gateway
+	// API) only speak JSON.
+	kubeConfig := rest.CopyConfig(restConfig)
+	kubeConfig.ContentType = "application/vnd.kubernetes.protobuf"
+	kubeConfig.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+	kube, err := kubernetes.NewForConfig(kubeConfig)
+	if err != nil {
+		return nil, nil, err
+	}
+	gw, err := gwclient.NewForConfig(restConfig)
+	if err != nil {
+		return nil, nil, err
+	}
+	return kube, gw, nil
 }
 
 func restConfig(kubeconfig string) (*rest.Config, error) {
