@@ -3,7 +3,9 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -28,11 +30,29 @@ type world struct {
 	gateway string
 }
 
+var (
+	worldsMu sync.Mutex
+	worlds   = map[string]int{}
+)
+
+// worldRuns counts the worlds made under name in this process.
+func worldRuns(name string) int {
+	worldsMu.Lock()
+	defer worldsMu.Unlock()
+	worlds[name]++
+	return worlds[name]
+}
+
 func newWorld(t *testing.T, listeners ...gwv1.Listener) *world {
 	t.Helper()
 	name := strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(t.Name()))
 	if len(name) > 50 {
 		name = name[:50]
+	}
+	if n := worldRuns(name); n > 1 {
+		// A test run again (-count) while the namespace of its last run
+		// still terminates: names of its own.
+		name += "-" + strconv.Itoa(n)
 	}
 	w := &world{t: t, ctx: context.Background(), ns: name, class: name, gateway: "kong"}
 	w.create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: w.ns}})
