@@ -87,6 +87,10 @@ func Start() (*Cluster, error) {
 			ErrorIfPathMissing: true,
 		},
 	}
+	// Namespaces are never emptied here (no controller manager): room for
+	// the Services of tests run again in one process (-count), beyond
+	// envtest's 256 addresses.
+	env.ControlPlane.GetAPIServer().Configure().Set("service-cluster-ip-range", "10.0.0.0/16")
 	cfg, err := env.Start()
 	if err != nil {
 		return nil, fmt.Errorf("starting kube-apiserver and etcd: %w", err)
