@@ -29,6 +29,8 @@ func (c *Cache) transform(obj any) (any, error) {
 		return c.slimService(o), nil
 	case *discoveryv1.EndpointSlice:
 		return c.slimEndpointSlice(o), nil
+	case *corev1.Pod:
+		return slimPod(o), nil
 	case *gwv1.HTTPRoute:
 		c.intern.httpRoute(o)
 		if !c.namesBound(o.Namespace, o.Spec.CommonRouteSpec) {
@@ -162,8 +164,28 @@ func (c *Cache) slimEndpointSlice(es *discoveryv1.EndpointSlice) *discoveryv1.En
 	return es
 }
 
-// slimMeta is the metadata the cache and konglet read of a Service or an
-// EndpointSlice (labels and annotations are picked by the caller).
+// slimPod keeps what konglet reads of the Pods of its namespace: their IPs
+// (never a route's backend), their conditions (a peer's load, for
+// Programmed), labels (which Service selects konglet's own Pod) and
+// container ports (Kong's listens); in place, like slimService. A Kong Pod
+// carries much more (environment, volumes, probes, container statuses),
+// and every replica caches every Pod of its namespace.
+func slimPod(p *corev1.Pod) *corev1.Pod {
+	uid, labels := p.UID, p.Labels
+	p.ObjectMeta = slimMeta(p.ObjectMeta)
+	p.UID, p.Labels = uid, labels
+	containers := make([]corev1.Container, len(p.Spec.Containers))
+	for i, ctr := range p.Spec.Containers {
+		containers[i] = corev1.Container{Name: ctr.Name, Ports: ctr.Ports}
+	}
+	p.Spec = corev1.PodSpec{Containers: containers}
+	p.Status = corev1.PodStatus{PodIPs: p.Status.PodIPs, Conditions: p.Status.Conditions}
+	return p
+}
+
+// slimMeta is the metadata the cache and konglet read of a Service, an
+// EndpointSlice or a Pod (labels, annotations and the UID are picked by the
+// caller).
 func slimMeta(m metav1.ObjectMeta) metav1.ObjectMeta {
 	return metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace, ResourceVersion: m.ResourceVersion, Generation: m.Generation,
 		CreationTimestamp: m.CreationTimestamp, DeletionTimestamp: m.DeletionTimestamp}

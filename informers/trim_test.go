@@ -104,6 +104,33 @@ func TestTransformSlimsServicesAndEndpointSlices(t *testing.T) {
 	}
 }
 
+// TestTransformSlimsPods: a Pod of konglet's namespace keeps its IPs,
+// conditions, labels, UID and container ports, and nothing else of what
+// the chart's Kong Pod carries.
+func TestTransformSlimsPods(t *testing.T) {
+	ports := []corev1.ContainerPort{{Name: "proxy", ContainerPort: 8000, Protocol: corev1.ProtocolTCP}}
+	conditions := []corev1.PodCondition{{Type: "konglet.dev/config-loaded", Status: corev1.ConditionTrue, Reason: "Loaded", Message: "abc"}}
+	ips := []corev1.PodIP{{IP: "10.1.0.5"}, {IP: "fd00::5"}}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "kong", Name: "kong-a", UID: "u", ResourceVersion: "7", Labels: map[string]string{"app": "kong"},
+			Annotations: map[string]string{"a": "b"}, OwnerReferences: []metav1.OwnerReference{{Kind: "ReplicaSet", Name: "kong"}}},
+		Spec: corev1.PodSpec{NodeName: "node", Volumes: []corev1.Volume{{Name: "v"}}, Containers: []corev1.Container{
+			{Name: "proxy", Image: "kong:3.9", Ports: ports, Env: []corev1.EnvVar{{Name: "KONG_DATABASE", Value: "off"}}, Args: []string{"kong"}},
+			{Name: "konglet", Image: "konglet", Env: []corev1.EnvVar{{Name: "X", Value: "y"}}},
+		}},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.1.0.5", PodIPs: ips, HostIP: "192.0.2.9", Conditions: conditions,
+			ContainerStatuses: []corev1.ContainerStatus{{Name: "proxy", Ready: true}}},
+	}
+	want := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "kong", Name: "kong-a", UID: "u", ResourceVersion: "7", Labels: map[string]string{"app": "kong"}},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "proxy", Ports: ports}, {Name: "konglet"}}},
+		Status:     corev1.PodStatus{PodIPs: ips, Conditions: conditions},
+	}
+	if got, _ := slimCache().transform(pod); !reflect.DeepEqual(got, want) {
+		t.Errorf("Pod:\n got %+v\nwant %+v", got, want)
+	}
+}
+
 // TestTransformKeepsStubsOfRoutesOfOtherGateways: a route that names no
 // bound Gateway keeps its parentRefs (what decides that) and, only when
 // konglet wrote part of it, its status; one that names a bound Gateway or
