@@ -155,3 +155,42 @@ func TestHighestSuperset(t *testing.T) {
 		}
 	}
 }
+
+// TestRankTraditionalCapacity measures what docs/features.md says of one
+// plain hostname's ranks: how many routes, ranked in Gateway API order,
+// take a rank before the first that has none left, for mixes of the fields
+// that take Kong's fixed bits.
+func TestRankTraditionalCapacity(t *testing.T) {
+	for _, mix := range []struct {
+		name       string
+		methods    bool
+		maxHeaders int
+		documented int // at least this many, and about as many
+	}{
+		{"the same fields", false, 0, 2048},
+		{"with and without a method", true, 0, 1000},
+		{"up to three header matches", true, 3, 500},
+		{"up to seven header matches", true, 7, 250},
+	} {
+		const n = 4000
+		routes := make([]*kongRoute, n)
+		for i := range routes {
+			r := &declarative.Route{Name: strconv.Itoa(i), Paths: []string{"~/"}, Hosts: []string{"a.example.com"}}
+			if mix.methods && i%2 == 1 {
+				r.Methods = []string{"GET"}
+			}
+			if h := i % (mix.maxHeaders + 1); h > 0 {
+				r.Headers = map[string][]string{}
+				for j := range h {
+					r.Headers["h"+strconv.Itoa(j)] = []string{"1"}
+				}
+			}
+			routes[i] = &kongRoute{route: r, class: uint64(n - i), path: gwv1.HTTPPathMatch{Type: ptr(gwv1.PathMatchPathPrefix), Value: ptr("/")}}
+		}
+		unranked := rankTraditional(routes)
+		ranked := slices.IndexFunc(routes, func(kr *kongRoute) bool { return slices.Contains(unranked, kr.route) })
+		if ranked < mix.documented || ranked > mix.documented+mix.documented/10 {
+			t.Errorf("%s: the first %d routes take a rank, documented: about %d", mix.name, ranked, mix.documented)
+		}
+	}
+}
