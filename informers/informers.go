@@ -22,7 +22,6 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
-	discoverylisters "k8s.io/client-go/listers/discovery/v1"
 	"k8s.io/client-go/tools/cache"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gwclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
@@ -73,8 +72,8 @@ type Cache struct {
 	udpRoutes   gwlisters.UDPRouteLister
 	sets        gwlisters.ListenerSetLister
 	grants      gwlisters.ReferenceGrantLister
-	services    corelisters.ServiceLister
-	slices      discoverylisters.EndpointSliceLister
+	services    cache.Store // of *snapshot.Service
+	slices      cache.Store // of *snapshot.EndpointSlice
 	namespaces  corelisters.NamespaceLister
 	secrets     *namedWatchers[*corev1.Secret]
 	backendTLS  *backendTLS
@@ -108,8 +107,7 @@ func New(kube kubernetes.Interface, gw gwclient.Interface, scope Scope, trigger 
 	services := c.informer(&corev1.Service{}, listWatch[*corev1.ServiceList](kube.CoreV1().Services(metav1.NamespaceAll)), kube)
 	endpointSlices := c.informer(&discoveryv1.EndpointSlice{}, listWatch[*discoveryv1.EndpointSliceList](kube.DiscoveryV1().EndpointSlices(metav1.NamespaceAll)), kube)
 	namespaces := c.informer(&corev1.Namespace{}, listWatch[*corev1.NamespaceList](kube.CoreV1().Namespaces()), kube)
-	c.services = corelisters.NewServiceLister(services.GetIndexer())
-	c.slices = discoverylisters.NewEndpointSliceLister(endpointSlices.GetIndexer())
+	c.services, c.slices = services.GetStore(), endpointSlices.GetStore()
 	c.namespaces = corelisters.NewNamespaceLister(namespaces.GetIndexer())
 	if err := c.watch(services, endpointSlices, namespaces); err != nil {
 		return nil, err
@@ -225,15 +223,11 @@ func clusterIPs(obj any) []string {
 	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = tomb.Obj
 	}
-	svc, ok := obj.(*corev1.Service)
+	svc, ok := obj.(*snapshot.Service)
 	if !ok {
 		return nil
 	}
-	ips := svc.Spec.ClusterIPs
-	if len(ips) == 0 && svc.Spec.ClusterIP != "" {
-		ips = []string{svc.Spec.ClusterIP}
-	}
-	return slices.DeleteFunc(slices.Clone(ips), func(ip string) bool { return ip == corev1.ClusterIPNone })
+	return slices.DeleteFunc(slices.Clone(svc.ClusterIPs), func(ip string) bool { return ip == corev1.ClusterIPNone })
 }
 
 // hasClusterIP tells whether obj is a Service with a cluster IP: one that
@@ -257,10 +251,10 @@ func (c *Cache) mayMatter(obj any) bool {
 	}
 	var key types.NamespacedName
 	switch o := obj.(type) {
-	case *corev1.Service:
+	case *snapshot.Service:
 		key = types.NamespacedName{Namespace: o.Namespace, Name: o.Name}
-	case *discoveryv1.EndpointSlice:
-		key = types.NamespacedName{Namespace: o.Namespace, Name: o.Labels[discoveryv1.LabelServiceName]}
+	case *snapshot.EndpointSlice:
+		key = types.NamespacedName{Namespace: o.Namespace, Name: o.ServiceName}
 	case *gwv1.HTTPRoute:
 		return c.routeMatters(o.Namespace, o.Spec.CommonRouteSpec, o.Status.RouteStatus)
 	case *gwv1.GRPCRoute:
@@ -379,12 +373,7 @@ func (c *Cache) Snapshot(kong snapshot.Kong) (*snapshot.Snapshot, error) {
 	if objs.ReferenceGrants, err = c.grants.List(everything); err != nil {
 		return nil, err
 	}
-	if objs.Services, err = c.services.List(everything); err != nil {
-		return nil, err
-	}
-	if objs.EndpointSlices, err = c.slices.List(everything); err != nil {
-		return nil, err
-	}
+	objs.Services, objs.EndpointSlices = listOf[*snapshot.Service](c.services), listOf[*snapshot.EndpointSlice](c.slices)
 	if objs.Namespaces, err = c.namespaces.List(everything); err != nil {
 		return nil, err
 	}
@@ -419,26 +408,37 @@ func (c *Cache) Snapshot(kong snapshot.Kong) (*snapshot.Snapshot, error) {
 	return s, nil
 }
 
+// listOf lists a cache that holds konglet's own types (client-go's
+// listers know only the API's).
+func listOf[T any](store cache.Store) []T {
+	items := store.List()
+	out := make([]T, len(items))
+	for i, item := range items {
+		out[i] = item.(T)
+	}
+	return out
+}
+
 // publishService is, when none is configured, the Service in the Pod's
 // namespace that selects the Pod (preferring a LoadBalancer, then a name
 // with "proxy" in it, then the first by name).
-func (c *Cache) publishService(s *snapshot.Snapshot) *corev1.Service {
+func (c *Cache) publishService(s *snapshot.Snapshot) *snapshot.Service {
 	if s.Pod == nil {
 		return nil
 	}
-	var candidates []*corev1.Service
+	var candidates []*snapshot.Service
 	for key, svc := range s.Services {
-		if key.Namespace == s.Pod.Namespace && len(svc.Spec.Selector) > 0 &&
-			labels.SelectorFromSet(svc.Spec.Selector).Matches(labels.Set(s.Pod.Labels)) {
+		if key.Namespace == s.Pod.Namespace && len(svc.Selector) > 0 &&
+			labels.SelectorFromSet(svc.Selector).Matches(labels.Set(s.Pod.Labels)) {
 			candidates = append(candidates, svc)
 		}
 	}
 	if len(candidates) == 0 {
 		return nil
 	}
-	score := func(svc *corev1.Service) int {
+	score := func(svc *snapshot.Service) int {
 		n := 0
-		if svc.Spec.Type == corev1.ServiceTypeLoadBalancer {
+		if svc.Type == corev1.ServiceTypeLoadBalancer {
 			n += 2
 		}
 		if strings.Contains(svc.Name, "proxy") {
@@ -446,7 +446,7 @@ func (c *Cache) publishService(s *snapshot.Snapshot) *corev1.Service {
 		}
 		return n
 	}
-	slices.SortFunc(candidates, func(a, b *corev1.Service) int {
+	slices.SortFunc(candidates, func(a, b *snapshot.Service) int {
 		if d := score(b) - score(a); d != 0 {
 			return d
 		}

@@ -111,57 +111,36 @@ func (c *Cache) ownStatus(st gwv1.RouteStatus) gwv1.RouteStatus {
 	return gwv1.RouteStatus{}
 }
 
-// slimService keeps what the translation reads: ports, type, addresses
-// (backends, ClusterIP ownership, the publish Service's addresses), the
-// upstream mode annotation, and the selector where the publish Service is
-// looked for. It slims the decoded object in place rather than copying it:
-// a copy would be one more allocation of the large struct per Service, and
-// the decoded ones, freed between the copies kept, would leave the heap's
-// spans half empty.
-func (c *Cache) slimService(s *corev1.Service) *corev1.Service {
-	annotations, selector := s.Annotations, s.Spec.Selector
-	s.ObjectMeta = slimMeta(s.ObjectMeta)
-	s.Spec = corev1.ServiceSpec{Type: s.Spec.Type, Ports: s.Spec.Ports, ClusterIP: s.Spec.ClusterIP, ClusterIPs: s.Spec.ClusterIPs,
-		ExternalName: s.Spec.ExternalName, ExternalIPs: s.Spec.ExternalIPs}
-	s.Status = corev1.ServiceStatus{LoadBalancer: s.Status.LoadBalancer}
-	if mode, ok := annotations[snapshot.UpstreamModeAnnotation]; ok {
-		s.Annotations = map[string]string{snapshot.UpstreamModeAnnotation: mode}
+// slimService keeps what the translation reads (snapshot.Service): ports,
+// type, addresses (backends, ClusterIP ownership, the publish Service's
+// addresses), the upstream mode annotation, and the selector where the
+// publish Service is looked for.
+func (c *Cache) slimService(s *corev1.Service) *snapshot.Service {
+	svc := snapshot.ServiceOf(s)
+	if svc.Namespace != c.scope.PodNamespace {
+		svc.Selector = nil
 	}
-	if s.Namespace == c.scope.PodNamespace {
-		s.Spec.Selector = selector
-	}
-	s.Namespace = c.intern.str(s.Namespace)
-	for i := range s.Spec.Ports {
-		p := &s.Spec.Ports[i]
+	svc.Namespace, svc.Type = c.intern.str(svc.Namespace), corev1.ServiceType(c.intern.str(string(svc.Type)))
+	for i := range svc.Ports {
+		p := &svc.Ports[i]
 		p.Name, p.Protocol, p.AppProtocol = c.intern.str(p.Name), corev1.Protocol(c.intern.str(string(p.Protocol))), internPtr(c.intern, p.AppProtocol)
 	}
-	return s
+	return svc
 }
 
-// slimEndpointSlice keeps addresses, ports and readiness, and the Pods
-// behind the endpoints only where the replicas of konglet's own Pod are
-// counted (the publish Service's slices); in place, like slimService.
-func (c *Cache) slimEndpointSlice(es *discoveryv1.EndpointSlice) *discoveryv1.EndpointSlice {
-	labels := es.Labels
-	es.ObjectMeta = slimMeta(es.ObjectMeta)
-	if svc, ok := labels[discoveryv1.LabelServiceName]; ok {
-		es.Labels = map[string]string{discoveryv1.LabelServiceName: svc}
-	}
-	es.Namespace = c.intern.str(es.Namespace)
-	for i := range es.Ports {
-		p := &es.Ports[i]
+// slimEndpointSlice keeps addresses, ports and readiness
+// (snapshot.EndpointSlice), and the Pods behind the endpoints only where
+// the replicas of konglet's own Pod are counted (the publish Service's
+// slices).
+func (c *Cache) slimEndpointSlice(es *discoveryv1.EndpointSlice) *snapshot.EndpointSlice {
+	refs := es.Namespace == c.scope.PodNamespace || es.Namespace == c.scope.PublishService.Namespace
+	slim := snapshot.EndpointSliceOf(es, refs)
+	slim.Namespace, slim.AddressType = c.intern.str(slim.Namespace), discoveryv1.AddressType(c.intern.str(string(slim.AddressType)))
+	for i := range slim.Ports {
+		p := &slim.Ports[i]
 		p.Name, p.Protocol, p.Port, p.AppProtocol = internPtr(c.intern, p.Name), internPtr(c.intern, p.Protocol), internPtr(c.intern, p.Port), internPtr(c.intern, p.AppProtocol)
 	}
-	refs := es.Namespace == c.scope.PodNamespace || es.Namespace == c.scope.PublishService.Namespace
-	for i, ep := range es.Endpoints {
-		slim := discoveryv1.Endpoint{Addresses: ep.Addresses, Conditions: discoveryv1.EndpointConditions{
-			Ready: shared(ep.Conditions.Ready), Serving: shared(ep.Conditions.Serving), Terminating: shared(ep.Conditions.Terminating)}}
-		if refs && ep.TargetRef != nil {
-			slim.TargetRef = &corev1.ObjectReference{Kind: ep.TargetRef.Kind, Namespace: ep.TargetRef.Namespace, Name: ep.TargetRef.Name}
-		}
-		es.Endpoints[i] = slim
-	}
-	return es
+	return slim
 }
 
 // slimPod keeps what konglet reads of the Pods of its namespace: their IPs

@@ -61,7 +61,7 @@ func TestSnapshotListsInAFixedOrder(t *testing.T) {
 		sets = append(sets, key(l))
 	}
 	for _, e := range s.EndpointSlices[types.NamespacedName{Namespace: "app", Name: "web"}] {
-		eps = append(eps, key(e))
+		eps = append(eps, key(e.GetObjectMeta()))
 	}
 	check("ReferenceGrants", grants, 8)
 	check("ListenerSets", sets, 8)
@@ -86,9 +86,13 @@ func TestOnlyServicesRoutesNameWakeASync(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	slice := func(ns, service string) *discoveryv1.EndpointSlice {
-		return &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: service + "-1",
-			Labels: map[string]string{discoveryv1.LabelServiceName: service}}}
+	// The handlers see the objects as the caches keep them.
+	slice := func(ns, service string) *snapshot.EndpointSlice {
+		return snapshot.EndpointSliceOf(&discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: service + "-1",
+			Labels: map[string]string{discoveryv1.LabelServiceName: service}}}, false)
+	}
+	service := func(ns, name string) *snapshot.Service {
+		return snapshot.ServiceOf(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}})
 	}
 	if !c.mayMatter(slice("app", "batch")) {
 		t.Fatal("before the first snapshot every change must count")
@@ -108,9 +112,9 @@ func TestOnlyServicesRoutesNameWakeASync(t *testing.T) {
 	}{
 		{slice("app", "web"), true},
 		{slice("app", "batch"), false},
-		{&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "batch"}}, false},
+		{service("app", "batch"), false},
 		{cache.DeletedFinalStateUnknown{Obj: slice("other", "web")}, false},
-		{&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "web"}}, true},
+		{service("app", "web"), true},
 		{slice("kong", "kong-proxy"), true},
 		{route, true},
 		{other, false},
@@ -138,8 +142,9 @@ func TestServicesWithClusterIPsWakeASyncAnywhere(t *testing.T) {
 			return false
 		}
 	}
-	service := func(name, rv string, ips ...string) *corev1.Service {
-		return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "other", Name: name, ResourceVersion: rv}, Spec: corev1.ServiceSpec{ClusterIPs: ips}}
+	// The handlers see the objects as the caches keep them.
+	service := func(name, rv string, ips ...string) *snapshot.Service {
+		return snapshot.ServiceOf(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "other", Name: name, ResourceVersion: rv}, Spec: corev1.ServiceSpec{ClusterIPs: ips}})
 	}
 	for _, tc := range []struct {
 		name  string
@@ -153,8 +158,8 @@ func TestServicesWithClusterIPsWakeASyncAnywhere(t *testing.T) {
 		{"an ExternalName Service given a ClusterIP", func() { events.OnUpdate(service("x", "1"), service("x", "2", "10.96.0.6")) }, true},
 		{"a Service deleted", func() { events.OnDelete(cache.DeletedFinalStateUnknown{Obj: service("db", "2", "10.96.0.5")}) }, true},
 		{"another Service's EndpointSlice", func() {
-			events.OnAdd(&discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: "other", Name: "db-1",
-				Labels: map[string]string{discoveryv1.LabelServiceName: "db"}}}, false)
+			events.OnAdd(snapshot.EndpointSliceOf(&discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: "other", Name: "db-1",
+				Labels: map[string]string{discoveryv1.LabelServiceName: "db"}}}, false), false)
 		}, false},
 	} {
 		tc.event()

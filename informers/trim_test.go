@@ -60,18 +60,16 @@ func TestTransformSlimsServicesAndEndpointSlices(t *testing.T) {
 			Status: corev1.ServiceStatus{LoadBalancer: corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{{IP: "192.0.2.2"}}},
 				Conditions: []metav1.Condition{{Type: "x"}}}}
 	}
-	wantMeta := metav1.ObjectMeta{Namespace: "app", Name: "web", ResourceVersion: "7", Generation: 2}
-	wantService := &corev1.Service{ObjectMeta: wantMeta, Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: ports,
-		ClusterIP: "10.0.0.1", ClusterIPs: []string{"10.0.0.1", "fd00::1"}, ExternalIPs: []string{"192.0.2.1"}},
-		Status: corev1.ServiceStatus{LoadBalancer: corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{{IP: "192.0.2.2"}}}}}
-	wantService.Annotations = map[string]string{snapshot.UpstreamModeAnnotation: snapshot.UpstreamModeService}
+	wantService := &snapshot.Service{Namespace: "app", Name: "web", ResourceVersion: "7", Type: corev1.ServiceTypeLoadBalancer, Ports: ports,
+		ClusterIPs: []string{"10.0.0.1", "fd00::1"}, ExternalIPs: []string{"192.0.2.1"},
+		LoadBalancer: []corev1.LoadBalancerIngress{{IP: "192.0.2.2"}}, UpstreamMode: snapshot.UpstreamModeService}
 	got, _ := c.transform(service("app"))
 	if !reflect.DeepEqual(got, wantService) {
 		t.Errorf("Service:\n got %+v\nwant %+v", got, wantService)
 	}
 	// In konglet's own namespace the selector tells the publish Service.
 	got, _ = c.transform(service("kong"))
-	if sel := got.(*corev1.Service).Spec.Selector; !reflect.DeepEqual(sel, map[string]string{"app": "web"}) {
+	if sel := got.(*snapshot.Service).Selector; !reflect.DeepEqual(sel, map[string]string{"app": "web"}) {
 		t.Errorf("Service in the Pod's namespace: selector %v", sel)
 	}
 
@@ -85,13 +83,9 @@ func TestTransformSlimsServicesAndEndpointSlices(t *testing.T) {
 				{Addresses: []string{"10.1.0.2"}, Conditions: discoveryv1.EndpointConditions{Ready: ptr(false), Terminating: ptr(true)}},
 			}}
 	}
-	wantSlice := &discoveryv1.EndpointSlice{ObjectMeta: wantMeta, AddressType: discoveryv1.AddressTypeIPv4,
-		Ports: []discoveryv1.EndpointPort{{Name: ptr("http"), Port: ptr(int32(8080))}},
-		Endpoints: []discoveryv1.Endpoint{
-			{Addresses: []string{"10.1.0.1"}, Conditions: discoveryv1.EndpointConditions{Ready: ptr(true), Serving: ptr(false)}},
-			{Addresses: []string{"10.1.0.2"}, Conditions: discoveryv1.EndpointConditions{Ready: ptr(false), Terminating: ptr(true)}},
-		}}
-	wantSlice.Labels = map[string]string{discoveryv1.LabelServiceName: "web"}
+	wantSlice := &snapshot.EndpointSlice{Namespace: "app", Name: "web", ServiceName: "web", ResourceVersion: "7", AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:     []discoveryv1.EndpointPort{{Name: ptr("http"), Port: ptr(int32(8080))}},
+		Endpoints: []snapshot.Endpoint{{Addresses: []string{"10.1.0.1"}, Ready: true}, {Addresses: []string{"10.1.0.2"}}}}
 	got, _ = c.transform(slice("app"))
 	if !reflect.DeepEqual(got, wantSlice) {
 		t.Errorf("EndpointSlice:\n got %+v\nwant %+v", got, wantSlice)
@@ -99,7 +93,7 @@ func TestTransformSlimsServicesAndEndpointSlices(t *testing.T) {
 	// Behind the publish Service, the Pods tell konglet's replicas.
 	got, _ = c.transform(slice("kong"))
 	want := corev1.ObjectReference{Kind: "Pod", Namespace: "kong", Name: "p"}
-	if ref := got.(*discoveryv1.EndpointSlice).Endpoints[0].TargetRef; ref == nil || *ref != want {
+	if ref := got.(*snapshot.EndpointSlice).Endpoints[0].TargetRef; ref == nil || *ref != want {
 		t.Errorf("EndpointSlice in the Pod's namespace: targetRef %v", ref)
 	}
 }
@@ -245,14 +239,14 @@ func TestTransformSharesWhatRecursAcrossBackends(t *testing.T) {
 	sb, _ := c.transform(svc("b"))
 	ea, _ := c.transform(slice("a"))
 	eb, _ := c.transform(slice("b"))
-	a, b := sa.(*corev1.Service), sb.(*corev1.Service)
-	x, y := ea.(*discoveryv1.EndpointSlice), eb.(*discoveryv1.EndpointSlice)
-	if !reflect.DeepEqual(a.Spec.Ports, svc("a").Spec.Ports) || !reflect.DeepEqual(x.Ports, slice("a").Ports) {
-		t.Fatalf("ports changed: %+v %+v", a.Spec.Ports, x.Ports)
+	a, b := sa.(*snapshot.Service), sb.(*snapshot.Service)
+	x, y := ea.(*snapshot.EndpointSlice), eb.(*snapshot.EndpointSlice)
+	if !reflect.DeepEqual(a.Ports, svc("a").Spec.Ports) || !reflect.DeepEqual(x.Ports, slice("a").Ports) {
+		t.Fatalf("ports changed: %+v %+v", a.Ports, x.Ports)
 	}
 	same := map[string]bool{
 		"Service namespace":       unsafe.StringData(a.Namespace) == unsafe.StringData(b.Namespace),
-		"Service port name":       unsafe.StringData(a.Spec.Ports[0].Name) == unsafe.StringData(b.Spec.Ports[0].Name),
+		"Service port name":       unsafe.StringData(a.Ports[0].Name) == unsafe.StringData(b.Ports[0].Name),
 		"EndpointSlice namespace": unsafe.StringData(x.Namespace) == unsafe.StringData(a.Namespace),
 		"EndpointSlice port":      x.Ports[0].Name == y.Ports[0].Name && x.Ports[0].Port == y.Ports[0].Port && x.Ports[0].Protocol == y.Ports[0].Protocol,
 	}

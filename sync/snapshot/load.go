@@ -29,8 +29,8 @@ type Objects struct {
 	UDPRoutes       []*gwv1.UDPRoute
 	ListenerSets    []*gwv1.ListenerSet
 	ReferenceGrants []*gwv1.ReferenceGrant
-	Services        []*corev1.Service
-	EndpointSlices  []*discoveryv1.EndpointSlice
+	Services        []*Service
+	EndpointSlices  []*EndpointSlice
 	Namespaces      []*corev1.Namespace
 	Secrets         []*corev1.Secret
 	// BackendTLSPolicies and the ConfigMaps their caCertificateRefs name.
@@ -105,9 +105,9 @@ func (o *Objects) decodeOne(doc []byte) error {
 	case "ReferenceGrant":
 		return into(doc, &o.ReferenceGrants, true)
 	case "Service":
-		return into(doc, &o.Services, true)
+		return intoAs(doc, &o.Services, ServiceOf)
 	case "EndpointSlice":
-		return into(doc, &o.EndpointSlices, true)
+		return intoAs(doc, &o.EndpointSlices, func(es *discoveryv1.EndpointSlice) *EndpointSlice { return EndpointSliceOf(es, true) })
 	case "Namespace":
 		return into(doc, &o.Namespaces, false)
 	case "Secret":
@@ -138,6 +138,20 @@ func into[T any, P interface {
 	return nil
 }
 
+// intoAs decodes one namespaced object as into does, and keeps what
+// konglet reads of it.
+func intoAs[T any, P interface {
+	*T
+	metav1.Object
+}, K any](doc []byte, list *[]K, keep func(P) K) error {
+	var decoded []P
+	if err := into(doc, &decoded, true); err != nil {
+		return err
+	}
+	*list = append(*list, keep(decoded[0]))
+	return nil
+}
+
 // Build makes a snapshot of the objects: the one way to a Snapshot, for
 // the sidecar's caches and for offline translation alike. The bound
 // Gateways are gateways, in that order (every Gateway when empty); publish
@@ -155,8 +169,8 @@ func (o *Objects) Build(controller string, gateways []types.NamespacedName, publ
 		UDPRoutes:       o.UDPRoutes,
 		ListenerSets:    o.ListenerSets,
 		ReferenceGrants: o.ReferenceGrants,
-		Services:        make(map[types.NamespacedName]*corev1.Service, len(o.Services)),
-		EndpointSlices:  make(map[types.NamespacedName][]*discoveryv1.EndpointSlice, len(o.EndpointSlices)),
+		Services:        make(map[types.NamespacedName]*Service, len(o.Services)),
+		EndpointSlices:  make(map[types.NamespacedName][]*EndpointSlice, len(o.EndpointSlices)),
 		Namespaces:      make(map[string]*corev1.Namespace, len(o.Namespaces)),
 		Secrets:         map[types.NamespacedName]*corev1.Secret{},
 		SecretProblems:  map[types.NamespacedName]ReadProblem{},
@@ -187,7 +201,7 @@ func (o *Objects) Build(controller string, gateways []types.NamespacedName, publ
 		}
 	}
 	for _, es := range o.EndpointSlices {
-		svc := types.NamespacedName{Namespace: es.Namespace, Name: es.Labels[ServiceNameLabel]}
+		svc := types.NamespacedName{Namespace: es.Namespace, Name: es.ServiceName}
 		s.EndpointSlices[svc] = append(s.EndpointSlices[svc], es)
 	}
 	for _, ns := range o.Namespaces {
@@ -203,7 +217,7 @@ func (o *Objects) Build(controller string, gateways []types.NamespacedName, publ
 	slices.SortFunc(s.ListenerSets, byName)
 	slices.SortFunc(s.ReferenceGrants, byName)
 	for _, list := range s.EndpointSlices {
-		slices.SortFunc(list, byName)
+		slices.SortFunc(list, func(a, b *EndpointSlice) int { return cmp.Compare(a.Name, b.Name) })
 	}
 	return s
 }

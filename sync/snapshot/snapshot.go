@@ -104,9 +104,9 @@ type Snapshot struct {
 	UDPRoutes       []*gwv1.UDPRoute
 	ListenerSets    []*gwv1.ListenerSet
 	ReferenceGrants []*gwv1.ReferenceGrant
-	Services        map[types.NamespacedName]*corev1.Service
+	Services        map[types.NamespacedName]*Service
 	// EndpointSlices by the Service they belong to.
-	EndpointSlices map[types.NamespacedName][]*discoveryv1.EndpointSlice
+	EndpointSlices map[types.NamespacedName][]*EndpointSlice
 	Namespaces     map[string]*corev1.Namespace
 	// Secrets are the TLS Secrets that listeners reference, as read; a
 	// Secret in SecretProblems is not here.
@@ -124,7 +124,7 @@ type Snapshot struct {
 	ConfigMapProblems map[types.NamespacedName]ReadProblem
 	// PublishService is the Service in front of this Kong (nil if unknown:
 	// listener ports are then checked against Kong's port_maps only).
-	PublishService *corev1.Service
+	PublishService *Service
 	// Pod is the Pod konglet runs in (nil offline); it resolves named targetPorts.
 	Pod *corev1.Pod
 	// Pods are the Pods of the own namespace: the peers whose konglet
@@ -155,7 +155,7 @@ type Resolution struct {
 func (s *Snapshot) Object(kind, namespace, name string) metav1.Object {
 	if kind == "Service" {
 		if svc := s.Services[types.NamespacedName{Namespace: namespace, Name: name}]; svc != nil {
-			return svc
+			return svc.GetObjectMeta()
 		}
 		return nil
 	}

@@ -189,9 +189,7 @@ func Replicas(snap *snapshot.Snapshot, self string, load Load) []Replica {
 			if ep.TargetRef == nil || ep.TargetRef.Kind != "Pod" {
 				continue
 			}
-			c := ep.Conditions
-			// Unknown (nil) counts as ready, as the API says consumers should.
-			ready[ep.TargetRef.Name] = ready[ep.TargetRef.Name] || c.Ready == nil || *c.Ready || (c.Serving != nil && *c.Serving)
+			ready[ep.TargetRef.Name] = ready[ep.TargetRef.Name] || ep.Ready || ep.Serving
 		}
 	}
 	pods := map[string]*corev1.Pod{}

@@ -110,9 +110,9 @@ func TestReplicasCountReadyOrServingEndpoints(t *testing.T) {
 		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "kong"}, Status: corev1.PodStatus{Conditions: conds}}
 	}
 	snap := &snapshot.Snapshot{
-		PublishService: &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "proxy", Namespace: "kong"}},
-		EndpointSlices: map[types.NamespacedName][]*discoveryv1.EndpointSlice{{Namespace: "kong", Name: "proxy"}: {
-			{Endpoints: []discoveryv1.Endpoint{ep("a", nil, nil), ep("b", &no, &yes), ep("c", &no, &no), ep("self", &yes, nil)}},
+		PublishService: snapshot.ServiceOf(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "proxy", Namespace: "kong"}}),
+		EndpointSlices: map[types.NamespacedName][]*snapshot.EndpointSlice{{Namespace: "kong", Name: "proxy"}: {
+			snapshot.EndpointSliceOf(&discoveryv1.EndpointSlice{Endpoints: []discoveryv1.Endpoint{ep("a", nil, nil), ep("b", &no, &yes), ep("c", &no, &no), ep("self", &yes, nil)}}, true),
 		}},
 		Pods: []*corev1.Pod{
 			pod("a", Load{Held: hashNew, Newest: hashNew}.Conditions()...),

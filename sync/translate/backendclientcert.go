@@ -62,7 +62,7 @@ func (t *translator) backendClientCert(g *gateway) (cert *declarative.Certificat
 		return invalid(gwv1.GatewayReasonInvalidClientCertificateRef, "Secret %s does not hold a valid certificate and matching key: %v", key, err)
 	}
 	cert = &declarative.Certificate{ID: declarative.ID("certificate", "backend-client", key.String()),
-		Cert: string(secret.Data[corev1.TLSCertKey]), Key: string(secret.Data[corev1.TLSPrivateKeyKey]), Tags: objectTags("Secret", secret.ObjectMeta)}
+		Cert: string(secret.Data[corev1.TLSCertKey]), Key: string(secret.Data[corev1.TLSPrivateKeyKey]), Tags: objectTags("Secret", secret.Namespace, secret.Name)}
 	return cert, condition(string(gwv1.GatewayConditionResolvedRefs), true, string(gwv1.GatewayReasonResolvedRefs), "", gen), true
 }
 

@@ -23,7 +23,7 @@ import (
 
 // backend is one usable backendRef: a Service port and its weight.
 type backend struct {
-	service *corev1.Service
+	service *snapshot.Service
 	port    corev1.ServicePort
 	weight  int32
 	// addrs are the host:port targets Kong connects to (checked).
@@ -77,12 +77,12 @@ func (t *translator) resolveBackend(in backendInput, ref gwv1.BackendRef, fromNa
 	if ref.Weight != nil {
 		b.weight = *ref.Weight
 	}
-	if svc.Spec.Type != corev1.ServiceTypeExternalName {
-		i := slices.IndexFunc(svc.Spec.Ports, func(p corev1.ServicePort) bool { return p.Port == int32(*ref.Port) })
+	if svc.Type != corev1.ServiceTypeExternalName {
+		i := slices.IndexFunc(svc.Ports, func(p corev1.ServicePort) bool { return p.Port == int32(*ref.Port) })
 		if i < 0 {
 			return backend{}, &refProblem{gwv1.RouteReasonBackendNotFound, fmt.Sprintf("Service %s/%s has no port %d", ns, ref.Name, *ref.Port)}
 		}
-		b.port = svc.Spec.Ports[i]
+		b.port = svc.Ports[i]
 		if msg := httpAppProtocol(fromKind, b.port.AppProtocol); msg != "" {
 			return backend{}, &refProblem{gwv1.RouteReasonUnsupportedProtocol, fmt.Sprintf("Service %s/%s port %d: %s", ns, ref.Name, *ref.Port, msg)}
 		}
@@ -144,7 +144,7 @@ const noBackendHost = "no-backend.konglet.invalid"
 func (t *translator) upstream(name string, backends []backend) *declarative.Upstream {
 	// Kong's errors about an upstream or a target are traced back through
 	// these tags: a target to its Service, an upstream to its first one.
-	return &declarative.Upstream{Name: name, Tags: objectTags(kindService, backends[0].service.ObjectMeta),
+	return &declarative.Upstream{Name: name, Tags: objectTags(kindService, backends[0].service.Namespace, backends[0].service.Name),
 		Targets: t.targets(name, backends)}
 }
 
@@ -228,9 +228,9 @@ func (t *translator) targets(upstream string, backends []backend) []*declarative
 // have chosen is checked (forbiddenTarget): one that is forbidden refuses
 // the whole backend, so the author sees why in the route's status.
 // endpoints are the Service's EndpointSlices.
-func (t *translator) backendAddresses(b backend, endpoints []*discoveryv1.EndpointSlice, fromNamespace string, fromKind gwv1.Kind) ([]string, *refProblem) {
+func (t *translator) backendAddresses(b backend, endpoints []*snapshot.EndpointSlice, fromNamespace string, fromKind gwv1.Kind) ([]string, *refProblem) {
 	svc := b.service
-	if svc.Spec.Type == corev1.ServiceTypeExternalName {
+	if svc.Type == corev1.ServiceTypeExternalName {
 		return t.externalNameAddresses(b, fromNamespace, fromKind)
 	}
 	refuse := func(addr, why string) ([]string, *refProblem) {
@@ -252,7 +252,6 @@ func (t *translator) backendAddresses(b backend, endpoints []*discoveryv1.Endpoi
 		}
 		port, portOK := slicePort(slice, b.port)
 		for _, ep := range slice.Endpoints {
-			ready := ep.Conditions.Ready == nil || *ep.Conditions.Ready
 			for _, addr := range ep.Addresses {
 				ip, err := netip.ParseAddr(addr)
 				if err != nil {
@@ -261,7 +260,7 @@ func (t *translator) backendAddresses(b backend, endpoints []*discoveryv1.Endpoi
 				if why := t.forbiddenTarget(ip, fromNamespace, fromKind); why != "" {
 					return refuse(addr, why)
 				}
-				if portOK && ready && !serviceMode {
+				if portOK && ep.Ready && !serviceMode {
 					joined = appendHostPort(joined, addr, port)
 					ends = append(ends, len(joined))
 				}
@@ -279,7 +278,7 @@ func (t *translator) backendAddresses(b backend, endpoints []*discoveryv1.Endpoi
 // name that resolves differently later (DNS rebinding) changes nothing
 // until konglet resolves and checks it again.
 func (t *translator) externalNameAddresses(b backend, fromNamespace string, fromKind gwv1.Kind) ([]string, *refProblem) {
-	svc, name := b.service, b.service.Spec.ExternalName
+	svc, name := b.service, b.service.ExternalName
 	if !t.snap.AllowExternalName {
 		return nil, &refProblem{gwv1.RouteReasonRefNotPermitted, fmt.Sprintf(
 			"Service %s/%s is of type ExternalName, which this gateway does not allow (konglet --allow-external-name)", svc.Namespace, svc.Name)}
@@ -337,8 +336,8 @@ func cutTargets(joined string, ends []int) []string {
 	return slices.Compact(out)
 }
 
-func (t *translator) serviceMode(svc *corev1.Service) bool {
-	switch svc.Annotations[snapshot.UpstreamModeAnnotation] {
+func (t *translator) serviceMode(svc *snapshot.Service) bool {
+	switch svc.UpstreamMode {
 	case snapshot.UpstreamModeService:
 		return true
 	case snapshot.UpstreamModeEndpoints:
@@ -349,7 +348,7 @@ func (t *translator) serviceMode(svc *corev1.Service) bool {
 
 // slicePort finds the endpoint port that serves a Service port: the one of
 // the same name (EndpointSlice ports carry the Service port's name).
-func slicePort(slice *discoveryv1.EndpointSlice, sp corev1.ServicePort) (int32, bool) {
+func slicePort(slice *snapshot.EndpointSlice, sp corev1.ServicePort) (int32, bool) {
 	if slice.AddressType == discoveryv1.AddressTypeFQDN {
 		return 0, false
 	}

@@ -249,7 +249,7 @@ func (t *translator) caCertificates(namespace string, ref gwv1.LocalObjectRefere
 		sum := sha256.Sum256(block.Bytes)
 		digest := hex.EncodeToString(sum[:])
 		out = append(out, &declarative.CACertificate{ID: declarative.ID("ca_certificate", "", digest),
-			Cert: string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: block.Bytes})), Tags: objectTags(kindConfigMap, cm.ObjectMeta)})
+			Cert: string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: block.Bytes})), Tags: objectTags(kindConfigMap, cm.Namespace, cm.Name)})
 	}
 	if len(out) == 0 {
 		return invalid("ConfigMap %s has no PEM certificate under %s", key, CACertKey)
@@ -274,7 +274,7 @@ func configMapProblem(key types.NamespacedName, p snapshot.ReadProblem) string {
 
 // policyFor is the verdict of the policy that governs a Service port (nil
 // if none): one naming the port wins over one for the whole Service.
-func (t *translator) policyFor(svc *corev1.Service, port corev1.ServicePort) *policyVerdict {
+func (t *translator) policyFor(svc *snapshot.Service, port corev1.ServicePort) *policyVerdict {
 	if len(t.snap.BackendTLSPolicies) == 0 {
 		return nil
 	}
@@ -419,7 +419,7 @@ func (t *translator) policyStatuses(routes []route, gws []*gateway) map[types.Na
 			if ref.Group != "" || ref.Kind != kindService || svc == nil {
 				continue
 			}
-			for _, p := range svc.Spec.Ports {
+			for _, p := range svc.Ports {
 				if ref.SectionName != nil && string(*ref.SectionName) != p.Name {
 					continue
 				}

@@ -21,8 +21,8 @@ func benchSnapshot(n int) *snapshot.Snapshot {
 	s := &snapshot.Snapshot{
 		ControllerName: snapshot.DefaultControllerName,
 		GatewayClasses: map[string]*gwv1.GatewayClass{"konglet": {ObjectMeta: metav1.ObjectMeta{Name: "konglet"}, Spec: gwv1.GatewayClassSpec{ControllerName: snapshot.DefaultControllerName}}},
-		Services:       map[types.NamespacedName]*corev1.Service{},
-		EndpointSlices: map[types.NamespacedName][]*discoveryv1.EndpointSlice{},
+		Services:       map[types.NamespacedName]*snapshot.Service{},
+		EndpointSlices: map[types.NamespacedName][]*snapshot.EndpointSlice{},
 		Kong:           snapshot.DefaultKong(snapshot.RouterExpressions),
 	}
 	all := gwv1.NamespacesFromAll
@@ -40,8 +40,8 @@ func benchSnapshot(n int) *snapshot.Snapshot {
 		ns := fmt.Sprintf("ns-%d", i%100)
 		name := fmt.Sprintf("svc-%d", i)
 		key := types.NamespacedName{Namespace: ns, Name: name}
-		s.Services[key] = &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-			Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80}}}}
+		s.Services[key] = snapshot.ServiceOf(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+			Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80}}}})
 		slice := &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Name: name + "-x", Namespace: ns},
 			Ports: []discoveryv1.EndpointPort{{Name: ptr("http"), Port: ptr(int32(8080))}}}
 		for e := range 3 {
@@ -50,7 +50,7 @@ func benchSnapshot(n int) *snapshot.Snapshot {
 				Conditions: discoveryv1.EndpointConditions{Ready: &ready},
 			})
 		}
-		s.EndpointSlices[key] = []*discoveryv1.EndpointSlice{slice}
+		s.EndpointSlices[key] = []*snapshot.EndpointSlice{snapshot.EndpointSliceOf(slice, false)}
 		s.HTTPRoutes = append(s.HTTPRoutes, &gwv1.HTTPRoute{
 			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("route-%d", i), Namespace: ns},
 			Spec: gwv1.HTTPRouteSpec{

@@ -10,7 +10,7 @@ import (
 // emit builds the Kong service of every servable rule, with a Kong route
 // per match and placement, and the upstreams they balance over.
 func (t *translator) emit(r route, rules []ruleResult, places []placement, clientCert *declarative.Certificate) (services []*declarative.Service, kongRoutes []*kongRoute, upstreams []*declarative.Upstream) {
-	tags := objectTags(string(r.kind), *r.meta)
+	tags := objectTags(string(r.kind), r.meta.Namespace, r.meta.Name)
 	base := entityKinds[r.kind] + "." + r.meta.Namespace + "." + r.meta.Name + "."
 	for _, rule := range rules {
 		if rule.dropped != "" {

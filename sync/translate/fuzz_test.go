@@ -91,11 +91,11 @@ func deepCopy(s *snapshot.Snapshot) map[string]any {
 		out["httproute/"+strconv.Itoa(i)] = r.DeepCopy()
 	}
 	for k, svc := range s.Services {
-		out["service/"+k.String()] = svc.DeepCopy()
+		out["service/"+k.String()] = jsonOf(svc)
 	}
 	for k, list := range s.EndpointSlices {
 		for i, es := range list {
-			out["slice/"+k.String()+"/"+strconv.Itoa(i)] = es.DeepCopy()
+			out["slice/"+k.String()+"/"+strconv.Itoa(i)] = jsonOf(es)
 		}
 	}
 	for k, gc := range s.GatewayClasses {
@@ -105,6 +105,16 @@ func deepCopy(s *snapshot.Snapshot) map[string]any {
 		out["grant/"+strconv.Itoa(i)] = g.DeepCopy()
 	}
 	return out
+}
+
+// jsonOf copies konglet's own snapshot types, which have no DeepCopy: their
+// fields are all exported, so the JSON holds all of them.
+func jsonOf(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
 }
 
 // doubles are the strict Kong doubles of each router flavor, made once

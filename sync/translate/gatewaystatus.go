@@ -136,7 +136,7 @@ func (t *translator) gatewayAddresses() []gwv1.GatewayStatusAddress {
 		}
 		out = append(out, gwv1.GatewayStatusAddress{Type: ptr(typ), Value: v})
 	}
-	for _, in := range svc.Status.LoadBalancer.Ingress {
+	for _, in := range svc.LoadBalancer {
 		switch {
 		case in.IP != "":
 			add(in.IP)
@@ -145,16 +145,12 @@ func (t *translator) gatewayAddresses() []gwv1.GatewayStatusAddress {
 		}
 	}
 	if len(out) == 0 {
-		for _, ip := range svc.Spec.ExternalIPs {
+		for _, ip := range svc.ExternalIPs {
 			add(ip)
 		}
 	}
 	if len(out) == 0 {
-		ips := svc.Spec.ClusterIPs
-		if len(ips) == 0 && svc.Spec.ClusterIP != "" {
-			ips = []string{svc.Spec.ClusterIP}
-		}
-		for _, ip := range ips {
+		for _, ip := range svc.ClusterIPs {
 			if ip != corev1.ClusterIPNone {
 				add(ip)
 			}

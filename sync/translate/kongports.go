@@ -78,7 +78,7 @@ func (t *translator) targetPort(port gwv1.PortNumber, protocol corev1.Protocol) 
 		}
 		return int(port), nil
 	}
-	for _, sp := range svc.Spec.Ports {
+	for _, sp := range svc.Ports {
 		if sp.Port != int32(port) || (sp.Protocol != protocol && (sp.Protocol != "" || protocol != corev1.ProtocolTCP)) {
 			continue
 		}

@@ -7,7 +7,6 @@ import (
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -68,7 +67,7 @@ type sharedInputs struct {
 	namespaces      map[string]*corev1.Namespace
 	secrets         map[types.NamespacedName]*corev1.Secret
 	secretProblems  map[types.NamespacedName]snapshot.ReadProblem
-	publishService  *corev1.Service
+	publishService  *snapshot.Service
 	pod             types.UID // a Pod's container ports never change
 	kong            snapshot.Kong
 	serviceUpstream bool
@@ -132,8 +131,8 @@ func sameSpec[T interface {
 // EndpointSlices behind it.
 type backendInput struct {
 	key     types.NamespacedName
-	service *corev1.Service
-	slices  []*discoveryv1.EndpointSlice
+	service *snapshot.Service
+	slices  []*snapshot.EndpointSlice
 }
 
 // independent tells whether a route's output depends on no other route

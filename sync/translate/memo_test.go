@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -67,25 +66,28 @@ func TestMemoMatchesAFreshTranslation(t *testing.T) {
 	}{
 		{"nothing", func() {}, true},
 		{"an endpoint is no longer ready", func() {
-			slice := snap.EndpointSlices[key(1)][0].DeepCopy()
-			slice.Endpoints[0].Conditions.Ready = new(bool)
-			snap.EndpointSlices[key(1)] = []*discoveryv1.EndpointSlice{slice}
+			slice := *snap.EndpointSlices[key(1)][0]
+			slice.Endpoints = slices.Clone(slice.Endpoints)
+			slice.Endpoints[0].Ready = false
+			snap.EndpointSlices[key(1)] = []*snapshot.EndpointSlice{&slice}
 		}, true},
 		{"a second slice appears", func() {
-			slice := snap.EndpointSlices[key(2)][0].DeepCopy()
+			slice := *snap.EndpointSlices[key(2)][0]
 			slice.Name += "-2"
+			slice.Endpoints = slices.Clone(slice.Endpoints)
 			slice.Endpoints[0].Addresses = []string{"192.0.2.1"}
-			snap.EndpointSlices[key(2)] = append(snap.EndpointSlices[key(2)], slice)
+			snap.EndpointSlices[key(2)] = append(snap.EndpointSlices[key(2)], &slice)
 		}, true},
 		{"a Service switches to Service upstream mode", func() {
-			svc := snap.Services[key(3)].DeepCopy()
-			svc.Annotations = map[string]string{snapshot.UpstreamModeAnnotation: snapshot.UpstreamModeService}
-			snap.Services[key(3)] = svc
+			svc := *snap.Services[key(3)]
+			svc.UpstreamMode = snapshot.UpstreamModeService
+			snap.Services[key(3)] = &svc
 		}, true},
 		{"a Service loses its port", func() {
-			svc := snap.Services[key(4)].DeepCopy()
-			svc.Spec.Ports[0].Port = 81
-			snap.Services[key(4)] = svc
+			svc := *snap.Services[key(4)]
+			svc.Ports = slices.Clone(svc.Ports)
+			svc.Ports[0].Port = 81
+			snap.Services[key(4)] = &svc
 		}, true},
 		{"a Service is deleted", func() { delete(snap.Services, key(5)) }, true},
 		{"a route splits its traffic", func() {

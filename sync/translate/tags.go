@@ -3,7 +3,6 @@ package translate
 import (
 	"strings"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 )
 
@@ -12,10 +11,10 @@ import (
 // errors need, so both are left out: tags are repeated on many entities and
 // count against Kong's body limit. The three are cut from one string: every
 // route and upstream has its tags.
-func objectTags(kind string, meta metav1.ObjectMeta) []string {
-	s := "k8s-name:" + meta.Name + "k8s-namespace:" + meta.Namespace + "k8s-kind:" + kind
-	i := len("k8s-name:") + len(meta.Name)
-	j := i + len("k8s-namespace:") + len(meta.Namespace)
+func objectTags(kind, namespace, name string) []string {
+	s := "k8s-name:" + name + "k8s-namespace:" + namespace + "k8s-kind:" + kind
+	i := len("k8s-name:") + len(name)
+	j := i + len("k8s-namespace:") + len(namespace)
 	return []string{s[:i], s[i:j], s[j:]}
 }
 

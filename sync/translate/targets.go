@@ -87,21 +87,17 @@ func kongPodIPs(s *snapshot.Snapshot) []string {
 // serviceWithClusterIP finds the Service that owns a ClusterIP. The API
 // server allocates ClusterIPs, so unlike an EndpointSlice's addresses they
 // cannot be claimed by another namespace. The index is built on first use.
-func (t *translator) serviceWithClusterIP(addr netip.Addr) *corev1.Service {
+func (t *translator) serviceWithClusterIP(addr netip.Addr) *snapshot.Service {
 	t.clusterIPsOnce.Do(func() {
-		t.clusterIPs = map[netip.Addr]*corev1.Service{}
-		add := func(ip string, svc *corev1.Service) {
-			if ip == "" || ip == corev1.ClusterIPNone {
-				return // no address (and no parse error to allocate)
-			}
-			if a, err := netip.ParseAddr(ip); err == nil {
-				t.clusterIPs[a.Unmap()] = svc
-			}
-		}
+		t.clusterIPs = map[netip.Addr]*snapshot.Service{}
 		for _, svc := range t.snap.Services {
-			add(svc.Spec.ClusterIP, svc) // older objects and hand-written input set only this one
-			for _, ip := range svc.Spec.ClusterIPs {
-				add(ip, svc)
+			for _, ip := range svc.ClusterIPs {
+				if ip == "" || ip == corev1.ClusterIPNone {
+					continue // no address (and no parse error to allocate)
+				}
+				if a, err := netip.ParseAddr(ip); err == nil {
+					t.clusterIPs[a.Unmap()] = svc
+				}
 			}
 		}
 	})
@@ -115,11 +111,11 @@ func ExternalNames(s *snapshot.Snapshot) []string {
 	var names []string
 	for key := range BackendServices(s) {
 		svc := s.Services[key]
-		if svc == nil || svc.Spec.Type != corev1.ServiceTypeExternalName {
+		if svc == nil || svc.Type != corev1.ServiceTypeExternalName {
 			continue
 		}
-		if _, err := netip.ParseAddr(svc.Spec.ExternalName); err != nil {
-			names = append(names, svc.Spec.ExternalName)
+		if _, err := netip.ParseAddr(svc.ExternalName); err != nil {
+			names = append(names, svc.ExternalName)
 		}
 	}
 	slices.Sort(names)

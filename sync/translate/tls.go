@@ -171,7 +171,7 @@ func certificates(gws []*gateway) []*declarative.Certificate {
 					ID:   declarative.ID("certificate", "", "secret/"+pair),
 					Cert: string(primary.Data[corev1.TLSCertKey]),
 					Key:  string(primary.Data[corev1.TLSPrivateKeyKey]),
-					Tags: objectTags("Secret", primary.ObjectMeta),
+					Tags: objectTags("Secret", primary.Namespace, primary.Name),
 				}
 				if len(l.secrets) > 1 {
 					c.CertAlt, c.KeyAlt = string(l.secrets[1].Data[corev1.TLSCertKey]), string(l.secrets[1].Data[corev1.TLSPrivateKeyKey])

@@ -10,7 +10,6 @@ import (
 	"slices"
 	"sync"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -75,7 +74,7 @@ type translator struct {
 	snap    *snapshot.Snapshot
 	refused Refusals
 	// clusterIPs index the Services by ClusterIP (built on first use).
-	clusterIPs     map[netip.Addr]*corev1.Service
+	clusterIPs     map[netip.Addr]*snapshot.Service
 	clusterIPsOnce sync.Once
 	// kongPods are the IPs of this Kong Pod and its peers (built on first use).
 	kongPods     map[netip.Addr]bool

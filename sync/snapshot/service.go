@@ -1,0 +1,97 @@
+package snapshot
+
+import (
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Service is what konglet reads of a Kubernetes Service. The informer
+// caches hold every Service of the cluster, and in this form: a decoded
+// corev1.Service costs about three times as much, most of it fields konglet
+// never reads.
+type Service struct {
+	Namespace, Name string
+	// ResourceVersion tells the caches' versions apart (see GetObjectMeta).
+	ResourceVersion string
+	Type            corev1.ServiceType
+	// ClusterIPs are spec.clusterIPs, and spec.clusterIP where that is
+	// not among them (older objects, hand-written input); "None" when
+	// headless.
+	ClusterIPs   []string
+	ExternalName string
+	ExternalIPs  []string
+	Ports        []corev1.ServicePort
+	// LoadBalancer is status.loadBalancer.ingress.
+	LoadBalancer []corev1.LoadBalancerIngress
+	// UpstreamMode is the konglet.dev/upstream annotation ("" when absent).
+	UpstreamMode string
+	// Selector is spec.selector, kept only where the publish Service is
+	// looked for (see ServiceOf).
+	Selector map[string]string
+}
+
+// ServiceOf keeps what konglet reads of s. The result shares s's slices
+// and selector: s is given up (it was just decoded).
+func ServiceOf(s *corev1.Service) *Service {
+	ips := s.Spec.ClusterIPs
+	if s.Spec.ClusterIP != "" && !slices.Contains(ips, s.Spec.ClusterIP) {
+		ips = append([]string{s.Spec.ClusterIP}, ips...)
+	}
+	return &Service{Namespace: s.Namespace, Name: s.Name, ResourceVersion: s.ResourceVersion, Type: s.Spec.Type,
+		ClusterIPs: ips, ExternalName: s.Spec.ExternalName, ExternalIPs: s.Spec.ExternalIPs, Ports: s.Spec.Ports,
+		LoadBalancer: s.Status.LoadBalancer.Ingress, UpstreamMode: s.Annotations[UpstreamModeAnnotation], Selector: s.Spec.Selector}
+}
+
+// GetObjectMeta lets client-go's caches key a Service by namespace and name
+// and tell its versions apart (meta.Accessor).
+func (s *Service) GetObjectMeta() metav1.Object {
+	return &metav1.ObjectMeta{Namespace: s.Namespace, Name: s.Name, ResourceVersion: s.ResourceVersion}
+}
+
+// EndpointSlice is what konglet reads of a Kubernetes EndpointSlice, the
+// way Service is of a Service.
+type EndpointSlice struct {
+	Namespace, Name string
+	// ServiceName is the kubernetes.io/service-name label: the Service the
+	// slice belongs to.
+	ServiceName     string
+	ResourceVersion string
+	AddressType     discoveryv1.AddressType
+	Endpoints       []Endpoint
+	Ports           []discoveryv1.EndpointPort
+}
+
+// Endpoint is one endpoint of an EndpointSlice.
+type Endpoint struct {
+	Addresses []string
+	// Ready is conditions.ready, where unknown (nil) counts as ready, as
+	// the API asks of consumers; Serving is conditions.serving.
+	Ready, Serving bool
+	// TargetRef is the Pod behind the endpoint, kept only where replicas
+	// of konglet's Pod are counted (see EndpointSliceOf).
+	TargetRef *corev1.ObjectReference
+}
+
+// EndpointSliceOf keeps what konglet reads of es, with the targetRefs of
+// its endpoints when refs is true. The result shares es's addresses and
+// ports: es is given up, as in ServiceOf.
+func EndpointSliceOf(es *discoveryv1.EndpointSlice, refs bool) *EndpointSlice {
+	out := &EndpointSlice{Namespace: es.Namespace, Name: es.Name, ServiceName: es.Labels[ServiceNameLabel],
+		ResourceVersion: es.ResourceVersion, AddressType: es.AddressType, Endpoints: make([]Endpoint, len(es.Endpoints)), Ports: es.Ports}
+	for i, ep := range es.Endpoints {
+		c := ep.Conditions
+		out.Endpoints[i] = Endpoint{Addresses: ep.Addresses, Ready: c.Ready == nil || *c.Ready, Serving: c.Serving != nil && *c.Serving}
+		if refs && ep.TargetRef != nil {
+			out.Endpoints[i].TargetRef = &corev1.ObjectReference{Kind: ep.TargetRef.Kind, Namespace: ep.TargetRef.Namespace, Name: ep.TargetRef.Name}
+		}
+	}
+	return out
+}
+
+// GetObjectMeta is as Service's.
+func (es *EndpointSlice) GetObjectMeta() metav1.Object {
+	return &metav1.ObjectMeta{Namespace: es.Namespace, Name: es.Name, ResourceVersion: es.ResourceVersion}
+}
