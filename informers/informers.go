@@ -72,8 +72,9 @@ type Cache struct {
 	udpRoutes   gwlisters.UDPRouteLister
 	sets        gwlisters.ListenerSetLister
 	grants      gwlisters.ReferenceGrantLister
-	services    cache.Store // of *snapshot.Service
-	slices      cache.Store // of *snapshot.EndpointSlice
+	// serviceIndex holds the cached Services and EndpointSlices as
+	// snapshots do.
+	serviceIndex *backendIndex
 	namespaces  corelisters.NamespaceLister
 	secrets     *namedWatchers[*corev1.Secret]
 	backendTLS  *backendTLS
@@ -92,7 +93,7 @@ type Cache struct {
 
 // New sets up the informers; Start runs them.
 func New(kube kubernetes.Interface, gw gwclient.Interface, scope Scope, trigger *Trigger) (*Cache, error) {
-	c := &Cache{Trigger: trigger, scope: scope, bound: map[types.NamespacedName]bool{}, intern: newInterner()}
+	c := &Cache{Trigger: trigger, scope: scope, bound: map[types.NamespacedName]bool{}, intern: newInterner(), serviceIndex: newBackendIndex()}
 	for _, g := range scope.Gateways {
 		c.bound[g] = true
 	}
@@ -107,7 +108,6 @@ func New(kube kubernetes.Interface, gw gwclient.Interface, scope Scope, trigger 
 	services := c.informer(&corev1.Service{}, listWatch[*corev1.ServiceList](kube.CoreV1().Services(metav1.NamespaceAll)), kube)
 	endpointSlices := c.informer(&discoveryv1.EndpointSlice{}, listWatch[*discoveryv1.EndpointSliceList](kube.DiscoveryV1().EndpointSlices(metav1.NamespaceAll)), kube)
 	namespaces := c.informer(&corev1.Namespace{}, listWatch[*corev1.NamespaceList](kube.CoreV1().Namespaces()), kube)
-	c.services, c.slices = services.GetStore(), endpointSlices.GetStore()
 	c.namespaces = corelisters.NewNamespaceLister(namespaces.GetIndexer())
 	if err := c.watch(services, endpointSlices, namespaces); err != nil {
 		return nil, err
@@ -199,22 +199,39 @@ func (c *Cache) informer(obj runtime.Object, lw *cache.ListWatch, kube kubernete
 
 func (c *Cache) watch(informers ...cache.SharedIndexInformer) error {
 	for _, inf := range informers {
-		if _, err := inf.AddEventHandler(c.events()); err != nil {
+		reg, err := inf.AddEventHandler(c.events())
+		if err != nil {
 			return err
 		}
-		c.synced = append(c.synced, inf.HasSynced)
+		// Synced once the handler has seen every object listed, not only
+		// the store: the handler keeps serviceIndex.
+		c.synced = append(c.synced, reg.HasSynced)
 	}
 	return nil
 }
 
-// events asks for a sync on every change that can matter.
+// events asks for a sync on every change that can matter, once
+// serviceIndex holds the change (Services and EndpointSlices).
 func (c *Cache) events() cache.ResourceEventHandler {
 	notify := func(obj any) {
 		if c.mayMatter(obj) || hasClusterIP(obj) {
 			c.Trigger.Notify()
 		}
 	}
-	return cache.ResourceEventHandlerFuncs{AddFunc: notify, UpdateFunc: c.onUpdate, DeleteFunc: notify}
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			c.serviceIndex.put(nil, obj)
+			notify(obj)
+		},
+		UpdateFunc: func(oldObj, newObj any) {
+			c.serviceIndex.put(oldObj, newObj)
+			c.onUpdate(oldObj, newObj)
+		},
+		DeleteFunc: func(obj any) {
+			c.serviceIndex.remove(obj)
+			notify(obj)
+		},
+	}
 }
 
 // clusterIPs are a Service's cluster IPs (none for headless and
@@ -373,7 +390,7 @@ func (c *Cache) Snapshot(kong snapshot.Kong) (*snapshot.Snapshot, error) {
 	if objs.ReferenceGrants, err = c.grants.List(everything); err != nil {
 		return nil, err
 	}
-	objs.Services, objs.EndpointSlices = listOf[*snapshot.Service](c.services), listOf[*snapshot.EndpointSlice](c.slices)
+	objs.Services, objs.EndpointSlices = c.serviceIndex.handOut()
 	if objs.Namespaces, err = c.namespaces.List(everything); err != nil {
 		return nil, err
 	}
@@ -406,17 +423,6 @@ func (c *Cache) Snapshot(kong snapshot.Kong) (*snapshot.Snapshot, error) {
 	c.secrets.update(translate.SecretRefs(s))
 	c.secrets.fill(s.Secrets, s.SecretProblems)
 	return s, nil
-}
-
-// listOf lists a cache that holds konglet's own types (client-go's
-// listers know only the API's).
-func listOf[T any](store cache.Store) []T {
-	items := store.List()
-	out := make([]T, len(items))
-	for i, item := range items {
-		out[i] = item.(T)
-	}
-	return out
 }
 
 // publishService is, when none is configured, the Service in the Pod's

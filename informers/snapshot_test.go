@@ -131,7 +131,7 @@ func TestOnlyServicesRoutesNameWakeASync(t *testing.T) {
 // other changes of unnamed Services, and headless or ExternalName ones,
 // do not.
 func TestServicesWithClusterIPsWakeASyncAnywhere(t *testing.T) {
-	c := &Cache{Trigger: NewTrigger(time.Millisecond, time.Millisecond), scope: Scope{PodNamespace: "kong"}}
+	c := &Cache{Trigger: NewTrigger(time.Millisecond, time.Millisecond), scope: Scope{PodNamespace: "kong"}, serviceIndex: newBackendIndex()}
 	c.backends.Store(&map[types.NamespacedName]bool{{Namespace: "app", Name: "web"}: true})
 	events := c.events()
 	woke := func() bool {

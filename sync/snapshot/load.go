@@ -29,8 +29,11 @@ type Objects struct {
 	UDPRoutes       []*gwv1.UDPRoute
 	ListenerSets    []*gwv1.ListenerSet
 	ReferenceGrants []*gwv1.ReferenceGrant
-	Services        []*Service
-	EndpointSlices  []*EndpointSlice
+	// Services by namespace and name, and EndpointSlices by the Service
+	// they belong to (each list in name order), as a Snapshot holds them:
+	// the caches keep them so as objects change (see Build).
+	Services       map[types.NamespacedName]*Service
+	EndpointSlices map[types.NamespacedName][]*EndpointSlice
 	Namespaces      []*corev1.Namespace
 	Secrets         []*corev1.Secret
 	// BackendTLSPolicies and the ConfigMaps their caCertificateRefs name.
@@ -105,9 +108,25 @@ func (o *Objects) decodeOne(doc []byte) error {
 	case "ReferenceGrant":
 		return into(doc, &o.ReferenceGrants, true)
 	case "Service":
-		return intoAs(doc, &o.Services, ServiceOf)
+		var list []*corev1.Service
+		if err := into(doc, &list, true); err != nil {
+			return err
+		}
+		if o.Services == nil {
+			o.Services = map[types.NamespacedName]*Service{}
+		}
+		svc := ServiceOf(list[0])
+		o.Services[svc.Key()] = svc
 	case "EndpointSlice":
-		return intoAs(doc, &o.EndpointSlices, func(es *discoveryv1.EndpointSlice) *EndpointSlice { return EndpointSliceOf(es, true) })
+		var list []*discoveryv1.EndpointSlice
+		if err := into(doc, &list, true); err != nil {
+			return err
+		}
+		if o.EndpointSlices == nil {
+			o.EndpointSlices = map[types.NamespacedName][]*EndpointSlice{}
+		}
+		es := EndpointSliceOf(list[0], true)
+		o.EndpointSlices[es.ServiceKey()] = WithEndpointSlice(o.EndpointSlices[es.ServiceKey()], es)
 	case "Namespace":
 		return into(doc, &o.Namespaces, false)
 	case "Secret":
@@ -138,26 +157,14 @@ func into[T any, P interface {
 	return nil
 }
 
-// intoAs decodes one namespaced object as into does, and keeps what
-// konglet reads of it.
-func intoAs[T any, P interface {
-	*T
-	metav1.Object
-}, K any](doc []byte, list *[]K, keep func(P) K) error {
-	var decoded []P
-	if err := into(doc, &decoded, true); err != nil {
-		return err
-	}
-	*list = append(*list, keep(decoded[0]))
-	return nil
-}
-
 // Build makes a snapshot of the objects: the one way to a Snapshot, for
 // the sidecar's caches and for offline translation alike. The bound
 // Gateways are gateways, in that order (every Gateway when empty); publish
 // names the Service in front of Kong (may be empty). Lists are sorted by
 // namespace and name, so that two builds of the same objects are alike
-// whatever order they came in (the translation's Memo relies on it).
+// whatever order they came in (the translation's Memo relies on it). The
+// snapshot takes the maps of Services and EndpointSlices as they are:
+// neither may change afterwards.
 func (o *Objects) Build(controller string, gateways []types.NamespacedName, publish types.NamespacedName, kong Kong) *Snapshot {
 	s := &Snapshot{
 		ControllerName:  controller,
@@ -169,8 +176,8 @@ func (o *Objects) Build(controller string, gateways []types.NamespacedName, publ
 		UDPRoutes:       o.UDPRoutes,
 		ListenerSets:    o.ListenerSets,
 		ReferenceGrants: o.ReferenceGrants,
-		Services:        make(map[types.NamespacedName]*Service, len(o.Services)),
-		EndpointSlices:  make(map[types.NamespacedName][]*EndpointSlice, len(o.EndpointSlices)),
+		Services:        o.Services,
+		EndpointSlices:  o.EndpointSlices,
 		Namespaces:      make(map[string]*corev1.Namespace, len(o.Namespaces)),
 		Secrets:         map[types.NamespacedName]*corev1.Secret{},
 		SecretProblems:  map[types.NamespacedName]ReadProblem{},
@@ -193,16 +200,14 @@ func (o *Objects) Build(controller string, gateways []types.NamespacedName, publ
 			}
 		}
 	}
-	for _, svc := range o.Services {
-		key := types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}
-		s.Services[key] = svc
-		if key == publish {
-			s.PublishService = svc
-		}
+	if s.Services == nil {
+		s.Services = map[types.NamespacedName]*Service{}
 	}
-	for _, es := range o.EndpointSlices {
-		svc := types.NamespacedName{Namespace: es.Namespace, Name: es.ServiceName}
-		s.EndpointSlices[svc] = append(s.EndpointSlices[svc], es)
+	if s.EndpointSlices == nil {
+		s.EndpointSlices = map[types.NamespacedName][]*EndpointSlice{}
+	}
+	if publish.Name != "" {
+		s.PublishService = s.Services[publish]
 	}
 	for _, ns := range o.Namespaces {
 		s.Namespaces[ns.Name] = ns
@@ -216,9 +221,6 @@ func (o *Objects) Build(controller string, gateways []types.NamespacedName, publ
 	slices.SortFunc(s.BackendTLSPolicies, byName)
 	slices.SortFunc(s.ListenerSets, byName)
 	slices.SortFunc(s.ReferenceGrants, byName)
-	for _, list := range s.EndpointSlices {
-		slices.SortFunc(list, func(a, b *EndpointSlice) int { return cmp.Compare(a.Name, b.Name) })
-	}
 	return s
 }
 

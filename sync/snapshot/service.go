@@ -2,10 +2,12 @@ package snapshot
 
 import (
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // Service is what konglet reads of a Kubernetes Service. The informer
@@ -43,6 +45,11 @@ func ServiceOf(s *corev1.Service) *Service {
 	return &Service{Namespace: s.Namespace, Name: s.Name, ResourceVersion: s.ResourceVersion, Type: s.Spec.Type,
 		ClusterIPs: ips, ExternalName: s.Spec.ExternalName, ExternalIPs: s.Spec.ExternalIPs, Ports: s.Spec.Ports,
 		LoadBalancer: s.Status.LoadBalancer.Ingress, UpstreamMode: s.Annotations[UpstreamModeAnnotation], Selector: s.Spec.Selector}
+}
+
+// Key is the Service's namespace and name.
+func (s *Service) Key() types.NamespacedName {
+	return types.NamespacedName{Namespace: s.Namespace, Name: s.Name}
 }
 
 // GetObjectMeta lets client-go's caches key a Service by namespace and name
@@ -90,6 +97,38 @@ func EndpointSliceOf(es *discoveryv1.EndpointSlice, refs bool) *EndpointSlice {
 	}
 	return out
 }
+
+// ServiceKey names the Service the slice belongs to.
+func (es *EndpointSlice) ServiceKey() types.NamespacedName {
+	return types.NamespacedName{Namespace: es.Namespace, Name: es.ServiceName}
+}
+
+// WithEndpointSlice returns list, in name order, with es in place of the
+// slice of its name or added. list is not modified: a Snapshot may hold it.
+func WithEndpointSlice(list []*EndpointSlice, es *EndpointSlice) []*EndpointSlice {
+	i, found := slices.BinarySearchFunc(list, es.Name, byEndpointSliceName)
+	out := make([]*EndpointSlice, 0, len(list)+1)
+	out = append(append(out, list[:i]...), es)
+	if found {
+		i++
+	}
+	return append(out, list[i:]...)
+}
+
+// WithoutEndpointSlice returns list without the slice of that name (nil
+// when none is left). list is not modified, as in WithEndpointSlice.
+func WithoutEndpointSlice(list []*EndpointSlice, name string) []*EndpointSlice {
+	i, found := slices.BinarySearchFunc(list, name, byEndpointSliceName)
+	if !found {
+		return list
+	}
+	if len(list) == 1 {
+		return nil
+	}
+	return slices.Delete(slices.Clone(list), i, i+1)
+}
+
+func byEndpointSliceName(es *EndpointSlice, name string) int { return strings.Compare(es.Name, name) }
 
 // GetObjectMeta is as Service's.
 func (es *EndpointSlice) GetObjectMeta() metav1.Object {
