@@ -60,26 +60,26 @@ type Cache struct {
 	scope   Scope
 	bound   map[types.NamespacedName]bool // scope.Gateways
 
-	factories   []interface{ Start(<-chan struct{}) }
-	informers   []cache.SharedIndexInformer // run by Start, outside factories
-	synced      []cache.InformerSynced
-	classes     gwlisters.GatewayClassLister
-	gateways    []gwlisters.GatewayLister
-	httpRoutes  gwlisters.HTTPRouteLister
-	grpcRoutes  gwlisters.GRPCRouteLister
-	tlsRoutes   gwlisters.TLSRouteLister
-	tcpRoutes   gwlisters.TCPRouteLister
-	udpRoutes   gwlisters.UDPRouteLister
-	sets        gwlisters.ListenerSetLister
-	grants      gwlisters.ReferenceGrantLister
+	factories  []interface{ Start(<-chan struct{}) }
+	informers  []cache.SharedIndexInformer // run by Start, outside factories
+	synced     []cache.InformerSynced
+	classes    gwlisters.GatewayClassLister
+	gateways   []gwlisters.GatewayLister
+	httpRoutes gwlisters.HTTPRouteLister
+	grpcRoutes gwlisters.GRPCRouteLister
+	tlsRoutes  gwlisters.TLSRouteLister
+	tcpRoutes  gwlisters.TCPRouteLister
+	udpRoutes  gwlisters.UDPRouteLister
+	sets       gwlisters.ListenerSetLister
+	grants     gwlisters.ReferenceGrantLister
 	// serviceIndex holds the cached Services and EndpointSlices as
 	// snapshots do.
 	serviceIndex *backendIndex
-	namespaces  corelisters.NamespaceLister
-	secrets     *namedWatchers[*corev1.Secret]
-	backendTLS  *backendTLS
-	pods        corelisters.PodLister
-	hasPodScope bool
+	namespaces   corelisters.NamespaceLister
+	secrets      *namedWatchers[*corev1.Secret]
+	backendTLS   *backendTLS
+	pods         corelisters.PodLister
+	hasPodScope  bool
 	// backends are the Services the last snapshot's routes name (nil before
 	// the first): events of other Services and of their EndpointSlices
 	// cannot change anything konglet writes, and wake nothing.

@@ -34,8 +34,8 @@ type Objects struct {
 	// the caches keep them so as objects change (see Build).
 	Services       map[types.NamespacedName]*Service
 	EndpointSlices map[types.NamespacedName][]*EndpointSlice
-	Namespaces      []*corev1.Namespace
-	Secrets         []*corev1.Secret
+	Namespaces     []*corev1.Namespace
+	Secrets        []*corev1.Secret
 	// BackendTLSPolicies and the ConfigMaps their caCertificateRefs name.
 	BackendTLSPolicies []*gwv1.BackendTLSPolicy
 	ConfigMaps         []*corev1.ConfigMap
