@@ -60,7 +60,7 @@ func TestTransformSlimsServicesAndEndpointSlices(t *testing.T) {
 			Status: corev1.ServiceStatus{LoadBalancer: corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{{IP: "192.0.2.2"}}},
 				Conditions: []metav1.Condition{{Type: "x"}}}}
 	}
-	wantService := &snapshot.Service{Namespace: "app", Name: "web", ResourceVersion: "7", Type: corev1.ServiceTypeLoadBalancer, Ports: ports,
+	wantService := &snapshot.Service{Namespace: "app", Name: "web", UID: "u", ResourceVersion: "7", Type: corev1.ServiceTypeLoadBalancer, Ports: ports,
 		ClusterIPs: []string{"10.0.0.1", "fd00::1"}, ExternalIPs: []string{"192.0.2.1"},
 		LoadBalancer: []corev1.LoadBalancerIngress{{IP: "192.0.2.2"}}, UpstreamMode: snapshot.UpstreamModeService}
 	got, _ := c.transform(service("app"))

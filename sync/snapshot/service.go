@@ -16,6 +16,9 @@ import (
 // never reads.
 type Service struct {
 	Namespace, Name string
+	// UID names the Service in the Events konglet writes about it (Kong
+	// refused what it made), which kubectl describe finds by UID.
+	UID types.UID
 	// ResourceVersion tells the caches' versions apart (see GetObjectMeta).
 	ResourceVersion string
 	Type            corev1.ServiceType
@@ -42,7 +45,7 @@ func ServiceOf(s *corev1.Service) *Service {
 	if s.Spec.ClusterIP != "" && !slices.Contains(ips, s.Spec.ClusterIP) {
 		ips = append([]string{s.Spec.ClusterIP}, ips...)
 	}
-	return &Service{Namespace: s.Namespace, Name: s.Name, ResourceVersion: s.ResourceVersion, Type: s.Spec.Type,
+	return &Service{Namespace: s.Namespace, Name: s.Name, UID: s.UID, ResourceVersion: s.ResourceVersion, Type: s.Spec.Type,
 		ClusterIPs: ips, ExternalName: s.Spec.ExternalName, ExternalIPs: s.Spec.ExternalIPs, Ports: s.Spec.Ports,
 		LoadBalancer: s.Status.LoadBalancer.Ingress, UpstreamMode: s.Annotations[UpstreamModeAnnotation], Selector: s.Spec.Selector}
 }
@@ -55,7 +58,7 @@ func (s *Service) Key() types.NamespacedName {
 // GetObjectMeta lets client-go's caches key a Service by namespace and name
 // and tell its versions apart (meta.Accessor).
 func (s *Service) GetObjectMeta() metav1.Object {
-	return &metav1.ObjectMeta{Namespace: s.Namespace, Name: s.Name, ResourceVersion: s.ResourceVersion}
+	return &metav1.ObjectMeta{Namespace: s.Namespace, Name: s.Name, UID: s.UID, ResourceVersion: s.ResourceVersion}
 }
 
 // EndpointSlice is what konglet reads of a Kubernetes EndpointSlice, the
