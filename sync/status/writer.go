@@ -190,7 +190,8 @@ func routeTask[T any, P routeObject[T], C routeClient[P]](owner parentOwner, cur
 	return func(ctx context.Context) (bool, error) {
 		wrote, err := writeRoute(ctx, owner, current, entries, now, client(ns))
 		if err == nil {
-			owner.w.settled.set(owner.pass, key, owner.w.seen.version(key, current.GetResourceVersion()), entries)
+			version, replaced := owner.w.seen.last(key, current.GetResourceVersion())
+			owner.w.settled.set(owner.pass, key, version, replaced, entries)
 		}
 		return wrote, err
 	}
@@ -252,7 +253,7 @@ func writeRoute[T any, P routeObject[T]](ctx context.Context, owner parentOwner,
 			want = append(want, p)
 		}
 	}
-	return update(ctx, owner.w.seen, current,
+	return update(ctx, owner.w.seen, current, false,
 		func(ctx context.Context) (P, error) {
 			return api.Get(ctx, name, metav1.GetOptions{})
 		},
@@ -300,12 +301,18 @@ func (r *Result) add(wrote bool) {
 // The cached object is trusted only when it is the version this writer last
 // wrote or read: else the cache may lag behind a write of ours (a status
 // that went A, B and back to A would look unchanged) or another writer
-// changed the status since, and the object is read afresh.
+// changed the status since, and the object is read afresh. keepWritten
+// keeps the object last written, for the few objects written on most syncs
+// (a Gateway's attachedRoutes follows every route created): while the cache
+// still shows the version that write replaced, the object is that one.
 func update[T any, P interface {
 	*T
 	metav1.Object
-}](ctx context.Context, seen *versions, first P, get func(context.Context) (P, error), merge func(P) (P, bool), put func(context.Context, P) (P, error)) (bool, error) {
+}](ctx context.Context, seen *versions, first P, keepWritten bool, get func(context.Context) (P, error), merge func(P) (P, bool), put func(context.Context, P) (P, error)) (bool, error) {
 	key := reflect.TypeFor[T]().Name() + "/" + first.GetNamespace() + "/" + first.GetName()
+	if written, ok := seen.replacing(key, first.GetResourceVersion()).(P); ok {
+		first = written
+	}
 	// The cached object, when trusted, is merged before the retry loop: the
 	// leader passes every route after each sync, and most are unchanged.
 	var pending P
@@ -325,7 +332,7 @@ func update[T any, P interface {
 			if err != nil {
 				return err
 			}
-			seen.set(key, current.GetResourceVersion())
+			seen.set(key, current.GetResourceVersion(), "", nil)
 			var changed bool
 			if next, changed = merge(current); !changed {
 				return nil
@@ -335,7 +342,11 @@ func update[T any, P interface {
 		if err != nil {
 			return err
 		}
-		seen.set(key, written.GetResourceVersion())
+		var kept any
+		if keepWritten {
+			kept = written
+		}
+		seen.set(key, written.GetResourceVersion(), next.GetResourceVersion(), kept)
 		wrote = true
 		return nil
 	})
@@ -350,7 +361,15 @@ func update[T any, P interface {
 // wrote or read them.
 type versions struct {
 	mu sync.Mutex
-	rv map[string]string
+	rv map[string]version
+}
+
+// version is an object's version as last written or read (rv) and, when
+// written, the version the write replaced, which the cache shows until
+// the watch brings the write, and the object written (see update).
+type version struct {
+	rv, replaced string
+	written      any
 }
 
 // is tells whether rv is the version last written or read; an object never
@@ -359,26 +378,39 @@ func (v *versions) is(key, rv string) bool {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	last, ok := v.rv[key]
-	return !ok || last == rv
+	return !ok || last.rv == rv
 }
 
-func (v *versions) set(key, rv string) {
+// set records the version last read (replaced "") or written.
+func (v *versions) set(key, rv, replaced string, written any) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if v.rv == nil {
-		v.rv = map[string]string{}
+		v.rv = map[string]version{}
 	}
-	v.rv[key] = rv
+	v.rv[key] = version{rv, replaced, written}
 }
 
-// version is the version last written or read, else cached.
-func (v *versions) version(key, cached string) string {
+// replacing is the object last written, if kept and cached is the version
+// it replaced; else nil.
+func (v *versions) replacing(key, cached string) any {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if last, ok := v.rv[key]; ok && last.replaced != "" && last.replaced == cached {
+		return last.written
+	}
+	return nil
+}
+
+// last is the version last written or read, else cached, and the version
+// that write replaced ("" if none).
+func (v *versions) last(key, cached string) (rv, replaced string) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if last, ok := v.rv[key]; ok {
-		return last
+		return last.rv, last.replaced
 	}
-	return cached
+	return cached, ""
 }
 
 // settledRoutes remember, per route, the version of the object and the
@@ -399,8 +431,12 @@ type settledRoutes struct {
 
 type settledRoute struct {
 	version string
-	entries []gwv1.RouteParentStatus
-	pass    uint64 // the last pass that found it settled or settled it
+	// replaced is the version the write that settled it replaced ("" when
+	// it was settled without a write): a cache that still shows it lags
+	// behind that write, and the object holds what was written.
+	replaced string
+	entries  []gwv1.RouteParentStatus
+	pass     uint64 // the last pass that found it settled or settled it
 }
 
 // forgetAfter is how many passes a settled route is kept without being
@@ -431,7 +467,7 @@ func (s *settledRoutes) keep(pass uint64, key, version string, entries []gwv1.Ro
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r, ok := s.routes[key]
-	if !ok || r.version != version || !sameSlice(r.entries, entries) {
+	if !ok || r.version != version && (r.replaced == "" || r.replaced != version) || !sameSlice(r.entries, entries) {
 		return false
 	}
 	r.pass = pass
@@ -439,11 +475,11 @@ func (s *settledRoutes) keep(pass uint64, key, version string, entries []gwv1.Ro
 	return true
 }
 
-func (s *settledRoutes) set(pass uint64, key, version string, entries []gwv1.RouteParentStatus) {
+func (s *settledRoutes) set(pass uint64, key, version, replaced string, entries []gwv1.RouteParentStatus) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.routes != nil {
-		s.routes[key] = settledRoute{version, entries, pass}
+		s.routes[key] = settledRoute{version, replaced, entries, pass}
 	}
 }
 
@@ -460,7 +496,7 @@ func (v *versions) forget(key string) {
 
 func (w *Writer) writeGatewayClass(ctx context.Context, current *gwv1.GatewayClass, want gwv1.GatewayClassStatus, now metav1.Time) (bool, error) {
 	api := w.client.GatewayV1().GatewayClasses()
-	return update(ctx, w.seen, current,
+	return update(ctx, w.seen, current, true,
 		func(ctx context.Context) (*gwv1.GatewayClass, error) {
 			return api.Get(ctx, current.Name, metav1.GetOptions{})
 		},
@@ -478,7 +514,7 @@ func (w *Writer) writeGatewayClass(ctx context.Context, current *gwv1.GatewayCla
 
 func (w *Writer) writeGateway(ctx context.Context, current *gwv1.Gateway, want gwv1.GatewayStatus, now metav1.Time) (bool, error) {
 	api := w.client.GatewayV1().Gateways(current.Namespace)
-	return update(ctx, w.seen, current,
+	return update(ctx, w.seen, current, true,
 		func(ctx context.Context) (*gwv1.Gateway, error) {
 			return api.Get(ctx, current.Name, metav1.GetOptions{})
 		},
@@ -508,7 +544,7 @@ func listenerSetGateway(ls *gwv1.ListenerSet) types.NamespacedName {
 
 func (w *Writer) writeListenerSet(ctx context.Context, current *gwv1.ListenerSet, want gwv1.ListenerSetStatus, now metav1.Time) (bool, error) {
 	api := w.client.GatewayV1().ListenerSets(current.Namespace)
-	return update(ctx, w.seen, current,
+	return update(ctx, w.seen, current, true,
 		func(ctx context.Context) (*gwv1.ListenerSet, error) {
 			return api.Get(ctx, current.Name, metav1.GetOptions{})
 		},
@@ -663,7 +699,7 @@ func samePtr[T comparable](a, b *T) bool {
 func writePolicy(ctx context.Context, owner parentOwner, current *gwv1.BackendTLSPolicy, want []gwv1.PolicyAncestorStatus,
 	now metav1.Time, api gwv1client.BackendTLSPolicyInterface) (bool, error) {
 	ns, name := current.Namespace, current.Name
-	return update(ctx, owner.w.seen, current,
+	return update(ctx, owner.w.seen, current, false,
 		func(ctx context.Context) (*gwv1.BackendTLSPolicy, error) {
 			return api.Get(ctx, name, metav1.GetOptions{})
 		},
