@@ -116,7 +116,10 @@ func assignPriorities(kongRoutes []*kongRoute) {
 	// of a sorted slice is one pass), and a route's place in its class
 	// is how many of the class came before it.
 	slices.SortFunc(kongRoutes, func(a, b *kongRoute) int {
-		return cmp.Or(a.order.compare(b.order), strings.Compare(a.route.Name, b.route.Name))
+		if c := a.order.compare(b.order); c != 0 {
+			return c // no name to read (cmp.Or would)
+		}
+		return strings.Compare(a.route.Name, b.route.Name)
 	})
 	before := map[uint64]int{}
 	for _, kr := range kongRoutes {

@@ -1,10 +1,10 @@
 package translate
 
 import (
-	"cmp"
 	"fmt"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -72,9 +72,19 @@ func rankedRoutes(s *snapshot.Snapshot, kept *keptRoutes) []route {
 	return ranked
 }
 
+// compareRanks compares a field only where the ones before it tie (cmp.Or
+// would compare them all): it is most of the sort of a first translation.
 func compareRanks(a, b *route) int {
-	return cmp.Or(a.meta.CreationTimestamp.Compare(b.meta.CreationTimestamp.Time),
-		cmp.Compare(a.meta.Namespace, b.meta.Namespace), cmp.Compare(a.meta.Name, b.meta.Name), cmp.Compare(a.kind, b.kind))
+	if c := a.meta.CreationTimestamp.Compare(b.meta.CreationTimestamp.Time); c != 0 {
+		return c
+	}
+	if c := strings.Compare(a.meta.Namespace, b.meta.Namespace); c != 0 {
+		return c
+	}
+	if c := strings.Compare(a.meta.Name, b.meta.Name); c != 0 {
+		return c
+	}
+	return strings.Compare(string(a.kind), string(b.kind))
 }
 
 // routeOutput is what the translation of one route produces, and what it
