@@ -41,18 +41,18 @@ func MarshalSizes(c *Config) (doc []byte, serviceSizes []int, err error) {
 // The Encoder keeps the previous document; it is not safe for concurrent
 // use.
 type Encoder struct {
-	doc       []byte
-	services  map[*Service]encodedService
-	upstreams map[*Upstream]span
+	doc []byte
+	// The previous document's services and upstreams, in order, and where
+	// each is in it; serviceRanks are those of each service's routes.
+	services      []*Service
+	serviceSpans  []span
+	serviceRanks  [][]routeRank
+	upstreams     []*Upstream
+	upstreamSpans []span
 }
 
 // span is where an item is in a document.
 type span struct{ start, end int }
-
-type encodedService struct {
-	span
-	ranks []routeRank // of its routes, in order, when it was encoded
-}
 
 type routeRank struct {
 	priority uint64
@@ -75,14 +75,14 @@ func marshal(c *Config, enc *Encoder) (doc []byte, serviceSizes []int, err error
 	var previous []byte
 	if enc != nil {
 		previous = enc.doc
-		for i, s := range c.Services {
-			if old, ok := enc.services[s]; ok && sameRanks(s.Routes, old.ranks) {
-				serviceSpans[i] = old.span
+		inPrevious(c.Services, enc.services, func(s *Service) string { return s.Name }, func(i, j int) {
+			if sameRanks(c.Services[i].Routes, enc.serviceRanks[j]) {
+				serviceSpans[i] = enc.serviceSpans[j]
 			}
-		}
-		for i, u := range c.Upstreams {
-			upstreamSpans[i] = enc.upstreams[u]
-		}
+		})
+		inPrevious(c.Upstreams, enc.upstreams, func(u *Upstream) string { return u.Name }, func(i, j int) {
+			upstreamSpans[i] = enc.upstreamSpans[j]
+		})
 	}
 	e := encoder{buf: make([]byte, 0, sizeHint(c, serviceSpans, upstreamSpans))}
 	e.raw(`{"_format_version":`)
@@ -125,6 +125,23 @@ func (e *encoder) caCertificate(ca *CACertificate) {
 	e.raw("}")
 }
 
+// inPrevious calls found(i, j) for each of items that is previous[j]. The
+// translation lists services and upstreams by name (as Kong's export
+// does), so one walk along both lists finds them, without a map to build
+// for every document; a list in another order only finds fewer.
+func inPrevious[T any](items, previous []*T, name func(*T) string, found func(i, j int)) {
+	j := 0
+	for i, item := range items {
+		for j < len(previous) && previous[j] != item && name(previous[j]) < name(item) {
+			j++
+		}
+		if j < len(previous) && previous[j] == item {
+			found(i, j)
+			j++
+		}
+	}
+}
+
 // remember makes doc the document the next one copies from.
 func (enc *Encoder) remember(c *Config, doc []byte, serviceSpans, upstreamSpans []span, err error) {
 	if err != nil {
@@ -138,18 +155,17 @@ func (enc *Encoder) remember(c *Config, doc []byte, serviceSpans, upstreamSpans 
 	}
 	// One array holds every service's ranks.
 	ranks := make([]routeRank, 0, n)
-	enc.services = make(map[*Service]encodedService, len(c.Services))
+	enc.serviceRanks = make([][]routeRank, len(c.Services))
 	for i, s := range c.Services {
 		start := len(ranks)
 		for _, r := range s.Routes {
 			ranks = append(ranks, routeRank{r.Priority, r.RegexPrio})
 		}
-		enc.services[s] = encodedService{serviceSpans[i], ranks[start:len(ranks):len(ranks)]}
+		enc.serviceRanks[i] = ranks[start:len(ranks):len(ranks)]
 	}
-	enc.upstreams = make(map[*Upstream]span, len(c.Upstreams))
-	for i, u := range c.Upstreams {
-		enc.upstreams[u] = upstreamSpans[i]
-	}
+	// The lists are the caller's, the spans this call's own.
+	enc.services, enc.serviceSpans = slices.Clone(c.Services), serviceSpans
+	enc.upstreams, enc.upstreamSpans = slices.Clone(c.Upstreams), upstreamSpans
 }
 
 func sameRanks(routes []*Route, ranks []routeRank) bool {
