@@ -183,7 +183,7 @@ func (k *keptRoutes) upstreamsByName(upstreams map[string]*declarative.Upstream,
 			}
 		}
 	}
-	slices.SortFunc(fresh, byName)
+	sortFunc(fresh, byName)
 	sorted := make([]*declarative.Upstream, 0, len(upstreams)+1)
 	for _, u := range fresh {
 		before, _ := slices.BinarySearchFunc(inOrder, u, byName)

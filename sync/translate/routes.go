@@ -26,7 +26,7 @@ func rankedRoutes(s *snapshot.Snapshot, kept *keptRoutes) []route {
 	if kept != nil {
 		byRank = make([]*route, kept.previousRanks)
 	}
-	var fresh []route
+	fresh := make([]route, 0, len(s.HTTPRoutes)+len(s.GRPCRoutes)+len(s.TLSRoutes)+len(s.TCPRoutes)+len(s.UDPRoutes))
 	for _, r := range s.HTTPRoutes {
 		if out := kept.previousOf(&r.ObjectMeta); out != nil {
 			byRank[out.rank] = &out.route
@@ -56,7 +56,7 @@ func rankedRoutes(s *snapshot.Snapshot, kept *keptRoutes) []route {
 	for i := range fresh {
 		order[i] = &fresh[i]
 	}
-	slices.SortFunc(order, compareRanks)
+	sortFunc(order, compareRanks)
 	inOrder := slices.DeleteFunc(byRank, func(r *route) bool { return r == nil })
 	ranked := make([]route, 0, len(inOrder)+len(order))
 	for _, r := range order {
@@ -212,6 +212,38 @@ func parallel(n int, do func(i int)) {
 		})
 	}
 	wg.Wait()
+}
+
+// minParallelSort is the shortest slice sortFunc sorts in two halves at
+// once: below it, a goroutine and the merge cost more than they save.
+const minParallelSort = 2048
+
+// sortFunc is slices.SortFunc on up to two goroutines: the halves are
+// sorted at once, then merged (the sorts of a first translation's routes,
+// services and upstreams would otherwise leave a core idle). cmp must be
+// a total order, as every sort of the translation's is: the result is
+// then the one slices.SortFunc gives.
+func sortFunc[T any](s []T, cmp func(a, b T) int) {
+	if len(s) < minParallelSort || runtime.GOMAXPROCS(0) < 2 {
+		slices.SortFunc(s, cmp)
+		return
+	}
+	left, right := s[:len(s)/2], s[len(s)/2:]
+	var wg sync.WaitGroup
+	wg.Go(func() { slices.SortFunc(left, cmp) })
+	slices.SortFunc(right, cmp)
+	wg.Wait()
+	// Merged from the front into s: what is written never overtakes what
+	// is still to be read of right, and left is read from a copy.
+	left = slices.Clone(left)
+	i, j := 0, 0
+	for k := range s {
+		if j == len(right) || i < len(left) && cmp(left[i], right[j]) <= 0 {
+			s[k], i = left[i], i+1
+		} else {
+			s[k], j = right[j], j+1
+		}
+	}
 }
 
 // add merges one route's output: the route's rank, which depends on the

@@ -4,10 +4,10 @@
 package translate
 
 import (
-	"cmp"
 	"maps"
 	"net/netip"
 	"slices"
+	"strings"
 	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -136,9 +136,9 @@ func (t *translator) assemble(routes mergedRoutes, gateways []*gateway, certs []
 		services = append(slices.Clip(services), isolation)
 	}
 	cfg = &declarative.Config{FormatVersion: declarative.FormatVersion}
-	slices.SortFunc(services, func(a, b *declarative.Service) int { return cmp.Compare(a.Name, b.Name) })
+	sortFunc(services, func(a, b *declarative.Service) int { return strings.Compare(a.Name, b.Name) })
 	for _, svc := range services {
-		slices.SortFunc(svc.Routes, func(a, b *declarative.Route) int { return cmp.Compare(a.Name, b.Name) })
+		slices.SortFunc(svc.Routes, func(a, b *declarative.Route) int { return strings.Compare(a.Name, b.Name) })
 		if len(svc.Routes) > 0 {
 			cfg.Services = append(cfg.Services, svc)
 		}
