@@ -21,22 +21,26 @@ import (
 // without one) are taken as they were, in the order of their previous
 // ranks: only the others are converted and sorted, then merged in (the
 // order is total, so this is the one a sort of all of them gives).
-func rankedRoutes(s *snapshot.Snapshot, kept *keptRoutes) []route {
-	var byRank []*route
+// previous has, by rank, the previous output of a kept route (else nil).
+func rankedRoutes(s *snapshot.Snapshot, kept *keptRoutes) (ranked []route, previous []*routeOutput) {
+	// fresh has room for at least the routes that have no kept output.
+	n := len(s.HTTPRoutes) + len(s.GRPCRoutes) + len(s.TLSRoutes) + len(s.TCPRoutes) + len(s.UDPRoutes)
+	var byRank []*routeOutput
 	if kept != nil {
-		byRank = make([]*route, kept.previousRanks)
+		byRank = make([]*routeOutput, kept.previousRanks)
+		n -= min(n, len(kept.previous))
 	}
-	fresh := make([]route, 0, len(s.HTTPRoutes)+len(s.GRPCRoutes)+len(s.TLSRoutes)+len(s.TCPRoutes)+len(s.UDPRoutes))
+	fresh := make([]route, 0, n)
 	for _, r := range s.HTTPRoutes {
 		if out := kept.previousOf(&r.ObjectMeta); out != nil {
-			byRank[out.rank] = &out.route
+			byRank[out.rank] = out
 		} else {
 			fresh = append(fresh, fromHTTPRoute(r))
 		}
 	}
 	for _, r := range s.GRPCRoutes {
 		if out := kept.previousOf(&r.ObjectMeta); out != nil {
-			byRank[out.rank] = &out.route
+			byRank[out.rank] = out
 		} else {
 			fresh = append(fresh, fromGRPCRoute(r))
 		}
@@ -57,19 +61,21 @@ func rankedRoutes(s *snapshot.Snapshot, kept *keptRoutes) []route {
 		order[i] = &fresh[i]
 	}
 	sortFunc(order, compareRanks)
-	inOrder := slices.DeleteFunc(byRank, func(r *route) bool { return r == nil })
-	ranked := make([]route, 0, len(inOrder)+len(order))
-	for _, r := range order {
-		before, _ := slices.BinarySearchFunc(inOrder, r, compareRanks)
-		for _, k := range inOrder[:before] {
-			ranked = append(ranked, *k)
+	inOrder := slices.DeleteFunc(byRank, func(out *routeOutput) bool { return out == nil })
+	n = len(inOrder) + len(order)
+	ranked, previous = make([]route, 0, n), make([]*routeOutput, 0, n)
+	takeKept := func(outs []*routeOutput) {
+		for _, out := range outs {
+			ranked, previous = append(ranked, out.route), append(previous, out)
 		}
-		ranked, inOrder = append(ranked, *r), inOrder[before:]
 	}
-	for _, k := range inOrder {
-		ranked = append(ranked, *k)
+	for _, r := range order {
+		before, _ := slices.BinarySearchFunc(inOrder, r, func(out *routeOutput, r *route) int { return compareRanks(&out.route, r) })
+		takeKept(inOrder[:before])
+		ranked, previous, inOrder = append(ranked, *r), append(previous, nil), inOrder[before:]
 	}
-	return ranked
+	takeKept(inOrder)
+	return ranked, previous
 }
 
 // compareRanks compares a field only where the ones before it tie (cmp.Or
@@ -126,9 +132,9 @@ type mergedRoutes struct {
 }
 
 // translateRoutes translates the routes in rank order and merges their
-// outputs; with kept (a Memo's), an unchanged route's previous output is
-// merged instead.
-func (t *translator) translateRoutes(routes []route, gws []*gateway, ports listenerPorts, kept *keptRoutes) mergedRoutes {
+// outputs; with kept (a Memo's), an unchanged route's previous output (by
+// rank in previous) is merged instead.
+func (t *translator) translateRoutes(routes []route, previous []*routeOutput, gws []*gateway, ports listenerPorts, kept *keptRoutes) mergedRoutes {
 	merged := mergedRoutes{
 		statuses:  kept.statuses(len(routes)),
 		attached:  make([]int, len(allListeners(gws))),
@@ -139,7 +145,7 @@ func (t *translator) translateRoutes(routes []route, gws []*gateway, ports liste
 	var independents []int
 	reused := make([]bool, len(routes))
 	for rank, r := range routes {
-		outs[rank] = kept.reusable(r, t.snap, lost[r.meta])
+		outs[rank] = reusable(previous[rank], t.snap, lost[r.meta])
 		reused[rank] = outs[rank] != nil
 		if !reused[rank] && independent(r) {
 			independents = append(independents, rank)
@@ -151,6 +157,18 @@ func (t *translator) translateRoutes(routes []route, gws []*gateway, ports liste
 		// No other route's attachment matters to an independent one.
 		outs[rank] = t.translateRoute(r, gws, ports, nil, lost[r.meta])
 	})
+	// The lists are allocated once, at the size of the outputs there are
+	// (the few routes of other kinds, translated below, may grow them).
+	var services, kongRoutes int
+	for _, out := range outs {
+		if out != nil {
+			services, kongRoutes = services+len(out.services), kongRoutes+len(out.kongRoutes)
+		}
+	}
+	merged.services, merged.kongRoutes = make([]*declarative.Service, 0, services), make([]*kongRoute, 0, kongRoutes)
+	if kept != nil {
+		kept.next = make(map[*metav1.ObjectMeta]*routeOutput, len(routes))
+	}
 	withStatus := 0
 	for rank, r := range routes {
 		out := outs[rank]

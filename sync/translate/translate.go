@@ -96,8 +96,8 @@ func (t *translator) run(kept *keptRoutes) Result {
 	classes := t.gatewayClassStatuses()
 	gateways := t.buildGateways()
 	ports := listenerPortsOf(gateways)
-	ranked := rankedRoutes(t.snap, kept)
-	routes := t.translateRoutes(ranked, gateways, ports, kept)
+	ranked, previous := rankedRoutes(t.snap, kept)
+	routes := t.translateRoutes(ranked, previous, gateways, ports, kept)
 	certs := certificates(gateways) // before statuses: it finds conflicts
 	gatewayStatuses, listenerSetStatuses := t.finishGateways(gateways, routes.attached)
 	cfg, unranked := t.assemble(routes, gateways, certs, kept)
