@@ -22,7 +22,8 @@ import (
 // ranks: only the others are converted and sorted, then merged in (the
 // order is total, so this is the one a sort of all of them gives).
 // previous has, by rank, the previous output of a kept route (else nil).
-func rankedRoutes(s *snapshot.Snapshot, kept *keptRoutes) (ranked []route, previous []*routeOutput) {
+// A kept route is the one its output holds, not a copy.
+func rankedRoutes(s *snapshot.Snapshot, kept *keptRoutes) (ranked []*route, previous []*routeOutput) {
 	// fresh has room for at least the routes that have no kept output.
 	n := len(s.HTTPRoutes) + len(s.GRPCRoutes) + len(s.TLSRoutes) + len(s.TCPRoutes) + len(s.UDPRoutes)
 	var byRank []*routeOutput
@@ -55,7 +56,8 @@ func rankedRoutes(s *snapshot.Snapshot, kept *keptRoutes) (ranked []route, previ
 	for _, r := range s.UDPRoutes {
 		fresh = append(fresh, fromUDPRoute(r))
 	}
-	// Sorted by pointer: a route is too large a value to move at every swap.
+	// By pointer: a route is too large a value to move at every swap, and
+	// to copy for every kept one.
 	order := make([]*route, len(fresh))
 	for i := range fresh {
 		order[i] = &fresh[i]
@@ -63,16 +65,16 @@ func rankedRoutes(s *snapshot.Snapshot, kept *keptRoutes) (ranked []route, previ
 	sortFunc(order, compareRanks)
 	inOrder := slices.DeleteFunc(byRank, func(out *routeOutput) bool { return out == nil })
 	n = len(inOrder) + len(order)
-	ranked, previous = make([]route, 0, n), make([]*routeOutput, 0, n)
+	ranked, previous = make([]*route, 0, n), make([]*routeOutput, 0, n)
 	takeKept := func(outs []*routeOutput) {
 		for _, out := range outs {
-			ranked, previous = append(ranked, out.route), append(previous, out)
+			ranked, previous = append(ranked, &out.route), append(previous, out)
 		}
 	}
 	for _, r := range order {
 		before, _ := slices.BinarySearchFunc(inOrder, r, func(out *routeOutput, r *route) int { return compareRanks(&out.route, r) })
 		takeKept(inOrder[:before])
-		ranked, previous, inOrder = append(ranked, *r), append(previous, nil), inOrder[before:]
+		ranked, previous, inOrder = append(ranked, r), append(previous, nil), inOrder[before:]
 	}
 	takeKept(inOrder)
 	return ranked, previous
@@ -134,7 +136,7 @@ type mergedRoutes struct {
 // translateRoutes translates the routes in rank order and merges their
 // outputs; with kept (a Memo's), an unchanged route's previous output (by
 // rank in previous) is merged instead.
-func (t *translator) translateRoutes(routes []route, previous []*routeOutput, gws []*gateway, ports listenerPorts, kept *keptRoutes) mergedRoutes {
+func (t *translator) translateRoutes(routes []*route, previous []*routeOutput, gws []*gateway, ports listenerPorts, kept *keptRoutes) mergedRoutes {
 	merged := mergedRoutes{
 		statuses:  kept.statuses(len(routes)),
 		attached:  make([]int, len(allListeners(gws))),
@@ -147,7 +149,7 @@ func (t *translator) translateRoutes(routes []route, previous []*routeOutput, gw
 	for rank, r := range routes {
 		outs[rank] = reusable(previous[rank], t.snap, lost[r.meta])
 		reused[rank] = outs[rank] != nil
-		if !reused[rank] && independent(r) {
+		if !reused[rank] && independent(*r) {
 			independents = append(independents, rank)
 		}
 	}
@@ -155,7 +157,7 @@ func (t *translator) translateRoutes(routes []route, previous []*routeOutput, gw
 		rank := independents[i]
 		r := routes[rank]
 		// No other route's attachment matters to an independent one.
-		outs[rank] = t.translateRoute(r, gws, ports, nil, lost[r.meta])
+		outs[rank] = t.translateRoute(*r, gws, ports, nil, lost[r.meta])
 	})
 	// The lists are allocated once, at the size of the outputs there are
 	// (the few routes of other kinds, translated below, may grow them).
@@ -173,11 +175,11 @@ func (t *translator) translateRoutes(routes []route, previous []*routeOutput, gw
 	for rank, r := range routes {
 		out := outs[rank]
 		if out == nil {
-			out = t.translateRoute(r, gws, ports, merged.attached, lost[r.meta])
+			out = t.translateRoute(*r, gws, ports, merged.attached, lost[r.meta])
 			outs[rank] = out
 		}
-		merged.add(r, rank, out, reused[rank])
-		kept.keep(r, rank, out)
+		merged.add(*r, rank, out, reused[rank])
+		kept.keep(*r, rank, out)
 		if len(out.parents) > 0 {
 			withStatus++
 		}
