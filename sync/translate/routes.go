@@ -123,7 +123,10 @@ type routeOutput struct {
 
 // mergedRoutes are the outputs of the routes, merged in rank order.
 type mergedRoutes struct {
-	statuses map[ObjectRef][]gwv1.RouteParentStatus
+	// outs are the routes' outputs by rank; reused tells which a Memo
+	// kept.
+	outs   []*routeOutput
+	reused []bool
 	// attached counts the routes attached to each listener (by index).
 	attached   []int
 	services   []*declarative.Service
@@ -134,11 +137,11 @@ type mergedRoutes struct {
 }
 
 // translateRoutes translates the routes in rank order and merges their
-// outputs; with kept (a Memo's), an unchanged route's previous output (by
-// rank in previous) is merged instead.
+// outputs but for their statuses (see statuses); with kept (a Memo's), an
+// unchanged route's previous output (by rank in previous) is merged
+// instead.
 func (t *translator) translateRoutes(routes []*route, previous []*routeOutput, gws []*gateway, ports listenerPorts, kept *keptRoutes) mergedRoutes {
 	merged := mergedRoutes{
-		statuses:  kept.statuses(len(routes)),
 		attached:  make([]int, len(allListeners(gws))),
 		upstreams: make(map[string]*declarative.Upstream, len(routes)),
 	}
@@ -168,35 +171,53 @@ func (t *translator) translateRoutes(routes []*route, previous []*routeOutput, g
 		}
 	}
 	merged.services, merged.kongRoutes = make([]*declarative.Service, 0, services), make([]*kongRoute, 0, kongRoutes)
+	for rank, r := range routes {
+		if outs[rank] == nil {
+			outs[rank] = t.translateRoute(*r, gws, ports, merged.attached, lost[r.meta])
+		}
+		merged.add(rank, outs[rank])
+	}
+	merged.outs, merged.reused = outs, reused
+	return merged
+}
+
+// statuses merges the routes' statuses and hands their outputs, with
+// their ranks, to the next translation (kept: nil without a Memo). It
+// reads nothing that assemble writes, and the reverse: run has them done
+// at once (a first translation inserts thousands of statuses).
+func (m *mergedRoutes) statuses(routes []*route, kept *keptRoutes) map[ObjectRef][]gwv1.RouteParentStatus {
+	statuses := kept.statuses(len(routes))
 	if kept != nil {
 		kept.next = make(map[*metav1.ObjectMeta]*routeOutput, len(routes))
 	}
 	withStatus := 0
 	for rank, r := range routes {
-		out := outs[rank]
-		if out == nil {
-			out = t.translateRoute(*r, gws, ports, merged.attached, lost[r.meta])
-			outs[rank] = out
+		out := m.outs[rank]
+		switch {
+		case m.reused[rank]: // in those the Memo started from already
+		case len(out.parents) > 0:
+			statuses[r.key()] = out.parents
+		default:
+			delete(statuses, r.key())
 		}
-		merged.add(*r, rank, out, reused[rank])
 		kept.keep(*r, rank, out)
 		if len(out.parents) > 0 {
 			withStatus++
 		}
 	}
-	if len(merged.statuses) != withStatus {
+	if len(statuses) != withStatus {
 		// Routes gone left their entries in the previous statuses.
-		merged.statuses = make(map[ObjectRef][]gwv1.RouteParentStatus, withStatus)
+		statuses = make(map[ObjectRef][]gwv1.RouteParentStatus, withStatus)
 		for rank, r := range routes {
-			if parents := outs[rank].parents; len(parents) > 0 {
-				merged.statuses[r.key()] = parents
+			if parents := m.outs[rank].parents; len(parents) > 0 {
+				statuses[r.key()] = parents
 			}
 		}
 	}
 	if kept != nil {
-		kept.nextRanks, kept.nextStatuses = len(routes), merged.statuses
+		kept.nextRanks, kept.nextStatuses = len(routes), statuses
 	}
-	return merged
+	return statuses
 }
 
 // parallelChunk is how many routes a worker takes at a time: enough to
@@ -267,16 +288,8 @@ func sortFunc[T any](s []T, cmp func(a, b T) int) {
 }
 
 // add merges one route's output: the route's rank, which depends on the
-// other routes, is applied here, to a new output and a kept one alike. A
-// kept one's statuses are in those the Memo started from already.
-func (m *mergedRoutes) add(r route, rank int, out *routeOutput, kept bool) {
-	switch {
-	case kept:
-	case len(out.parents) > 0:
-		m.statuses[r.key()] = out.parents
-	default:
-		delete(m.statuses, r.key())
-	}
+// other routes, is applied here, to a new output and a kept one alike.
+func (m *mergedRoutes) add(rank int, out *routeOutput) {
 	for _, i := range out.listeners {
 		m.attached[i]++
 	}

@@ -98,20 +98,26 @@ func (t *translator) run(kept *keptRoutes) Result {
 	ports := listenerPortsOf(gateways)
 	ranked, previous := rankedRoutes(t.snap, kept)
 	routes := t.translateRoutes(ranked, previous, gateways, ports, kept)
+	// The routes' statuses are merged while the configuration is
+	// assembled, on another core where there is one.
+	var routeStatuses map[ObjectRef][]gwv1.RouteParentStatus
+	var merging sync.WaitGroup
+	merging.Go(func() { routeStatuses = routes.statuses(ranked, kept) })
 	certs := certificates(gateways) // before statuses: it finds conflicts
 	gatewayStatuses, listenerSetStatuses := t.finishGateways(gateways, routes.attached)
 	cfg, unranked := t.assemble(routes, gateways, certs, kept)
+	merging.Wait()
 	if len(unranked) > 0 {
-		// A Memo starts the next translation from routes.statuses: the
-		// notes go on a copy, so that a route ranked again loses its own.
-		routes.statuses = maps.Clone(routes.statuses)
-		noteUnranked(routes.statuses, cfg.Services, unranked)
+		// A Memo starts the next translation from the statuses: the notes
+		// go on a copy, so that a route ranked again loses its own.
+		routeStatuses = maps.Clone(routeStatuses)
+		noteUnranked(routeStatuses, cfg.Services, unranked)
 	}
 	return Result{Config: cfg, Status: Status{
 		GatewayClasses: classes,
 		Gateways:       gatewayStatuses,
 		ListenerSets:   listenerSetStatuses,
-		Routes:         routes.statuses,
+		Routes:         routeStatuses,
 
 		BackendTLSPolicies: t.policyStatuses(ranked, gateways),
 	}}
