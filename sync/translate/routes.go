@@ -163,14 +163,15 @@ func (t *translator) translateRoutes(routes []*route, previous []*routeOutput, g
 		outs[rank] = t.translateRoute(*r, gws, ports, nil, lost[r.meta])
 	})
 	// The lists are allocated once, at the size of the outputs there are
-	// (the few routes of other kinds, translated below, may grow them).
+	// and the service assemble adds (the few routes of other kinds,
+	// translated below, may grow them).
 	var services, kongRoutes int
 	for _, out := range outs {
 		if out != nil {
 			services, kongRoutes = services+len(out.services), kongRoutes+len(out.kongRoutes)
 		}
 	}
-	merged.services, merged.kongRoutes = make([]*declarative.Service, 0, services), make([]*kongRoute, 0, kongRoutes)
+	merged.services, merged.kongRoutes = make([]*declarative.Service, 0, services+1), make([]*kongRoute, 0, kongRoutes)
 	for rank, r := range routes {
 		if outs[rank] == nil {
 			outs[rank] = t.translateRoute(*r, gws, ports, merged.attached, lost[r.meta])

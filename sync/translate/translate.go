@@ -134,14 +134,14 @@ func (t *translator) assemble(routes mergedRoutes, gateways []*gateway, certs []
 		kongRoutes = append(slices.Clip(kongRoutes), terminators...)
 		assignPriorities(kongRoutes)
 		if misdirected != nil {
-			services = append(slices.Clip(services), misdirected)
+			services = append(services, misdirected)
 		}
 	} else {
 		isolation, terminators := t.isolationService(gateways, listenerPortsOf(gateways))
 		unranked = rankTraditional(append(slices.Clip(routes.kongRoutes), terminators...))
-		services = append(slices.Clip(services), isolation)
+		services = append(services, isolation)
 	}
-	cfg = &declarative.Config{FormatVersion: declarative.FormatVersion}
+	cfg = &declarative.Config{FormatVersion: declarative.FormatVersion, Services: make([]*declarative.Service, 0, len(services))}
 	sortFunc(services, func(a, b *declarative.Service) int { return strings.Compare(a.Name, b.Name) })
 	for _, svc := range services {
 		slices.SortFunc(svc.Routes, func(a, b *declarative.Route) int { return strings.Compare(a.Name, b.Name) })
