@@ -137,10 +137,9 @@ type mergedRoutes struct {
 }
 
 // translateRoutes translates the routes in rank order and merges their
-// outputs but for their statuses (see statuses); with kept (a Memo's), an
-// unchanged route's previous output (by rank in previous) is merged
-// instead.
-func (t *translator) translateRoutes(routes []*route, previous []*routeOutput, gws []*gateway, ports listenerPorts, kept *keptRoutes) mergedRoutes {
+// outputs but for their statuses (see statuses); an unchanged route's
+// previous output (by rank in previous, a Memo's) is merged instead.
+func (t *translator) translateRoutes(routes []*route, previous []*routeOutput, gws []*gateway, ports listenerPorts) mergedRoutes {
 	merged := mergedRoutes{
 		attached:  make([]int, len(allListeners(gws))),
 		upstreams: make(map[string]*declarative.Upstream, len(routes)),

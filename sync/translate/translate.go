@@ -97,7 +97,7 @@ func (t *translator) run(kept *keptRoutes) Result {
 	gateways := t.buildGateways()
 	ports := listenerPortsOf(gateways)
 	ranked, previous := rankedRoutes(t.snap, kept)
-	routes := t.translateRoutes(ranked, previous, gateways, ports, kept)
+	routes := t.translateRoutes(ranked, previous, gateways, ports)
 	// The routes' statuses are merged while the configuration is
 	// assembled, on another core where there is one.
 	var routeStatuses map[ObjectRef][]gwv1.RouteParentStatus
