@@ -41,18 +41,18 @@ func MarshalSizes(c *Config) (doc []byte, serviceSizes []int, err error) {
 // The Encoder keeps the previous document; it is not safe for concurrent
 // use.
 type Encoder struct {
-	doc       []byte
-	services  map[*Service]encodedService
-	upstreams map[*Upstream]span
+	doc []byte
+	// The previous document's services and upstreams, in order, and where
+	// each is in it; serviceRanks are those of each service's routes.
+	services      []*Service
+	serviceSpans  []span
+	serviceRanks  [][]routeRank
+	upstreams     []*Upstream
+	upstreamSpans []span
 }
 
 // span is where an item is in a document.
 type span struct{ start, end int }
-
-type encodedService struct {
-	span
-	ranks []routeRank // of its routes, in order, when it was encoded
-}
 
 type routeRank struct {
 	priority uint64
@@ -75,20 +75,24 @@ func marshal(c *Config, enc *Encoder) (doc []byte, serviceSizes []int, err error
 	var previous []byte
 	if enc != nil {
 		previous = enc.doc
-		for i, s := range c.Services {
-			if old, ok := enc.services[s]; ok && sameRanks(s.Routes, old.ranks) {
-				serviceSpans[i] = old.span
+		inPrevious(c.Services, enc.services, func(s *Service) string { return s.Name }, func(i, j int) {
+			if sameRanks(c.Services[i].Routes, enc.serviceRanks[j]) {
+				serviceSpans[i] = enc.serviceSpans[j]
 			}
-		}
-		for i, u := range c.Upstreams {
-			upstreamSpans[i] = enc.upstreams[u]
-		}
+		})
+		inPrevious(c.Upstreams, enc.upstreams, func(u *Upstream) string { return u.Name }, func(i, j int) {
+			upstreamSpans[i] = enc.upstreamSpans[j]
+		})
 	}
-	e := encoder{buf: make([]byte, 0, sizeHint(c, serviceSpans, upstreamSpans))}
+	// The long lists are encoded first where they are mostly new (a
+	// first sync's), so that the document is allocated at their size.
+	serviceParts := encodeParts(c.Services, (*encoder).service, serviceHint, previous, serviceSpans)
+	upstreamParts := encodeParts(c.Upstreams, (*encoder).upstream, upstreamHint, previous, upstreamSpans)
+	e := encoder{buf: make([]byte, 0, sizeHint(c, serviceSpans, upstreamSpans, serviceParts, upstreamParts))}
 	e.raw(`{"_format_version":`)
 	e.str(c.FormatVersion)
-	parallelList(&e, "services", c.Services, (*encoder).service, previous, serviceSpans)
-	parallelList(&e, "upstreams", c.Upstreams, (*encoder).upstream, previous, upstreamSpans)
+	longList(&e, "services", c.Services, (*encoder).service, previous, serviceSpans, serviceParts)
+	longList(&e, "upstreams", c.Upstreams, (*encoder).upstream, previous, upstreamSpans, upstreamParts)
 	list(&e, "certificates", c.Certificates, e.certificate)
 	list(&e, "ca_certificates", c.CACertificates, e.caCertificate)
 	list(&e, "plugins", c.Plugins, e.plugin)
@@ -98,9 +102,8 @@ func marshal(c *Config, enc *Encoder) (doc []byte, serviceSizes []int, err error
 		serviceSizes[i] = sp.end - sp.start + 1
 	}
 	if enc != nil {
-		// The buffer was sized by a guess, high when most items are new
-		// (a first sync): the document kept until the next sync takes
-		// only its own size.
+		// The buffer was sized by a guess, high when many items are new:
+		// the document kept until the next sync takes only its own size.
 		if cap(e.buf)-len(e.buf) > len(e.buf)/16 {
 			e.buf = slices.Clone(e.buf)
 		}
@@ -125,6 +128,23 @@ func (e *encoder) caCertificate(ca *CACertificate) {
 	e.raw("}")
 }
 
+// inPrevious calls found(i, j) for each of items that is previous[j]. The
+// translation lists services and upstreams by name (as Kong's export
+// does), so one walk along both lists finds them, without a map to build
+// for every document; a list in another order only finds fewer.
+func inPrevious[T any](items, previous []*T, name func(*T) string, found func(i, j int)) {
+	j := 0
+	for i, item := range items {
+		for j < len(previous) && previous[j] != item && name(previous[j]) < name(item) {
+			j++
+		}
+		if j < len(previous) && previous[j] == item {
+			found(i, j)
+			j++
+		}
+	}
+}
+
 // remember makes doc the document the next one copies from.
 func (enc *Encoder) remember(c *Config, doc []byte, serviceSpans, upstreamSpans []span, err error) {
 	if err != nil {
@@ -138,18 +158,17 @@ func (enc *Encoder) remember(c *Config, doc []byte, serviceSpans, upstreamSpans 
 	}
 	// One array holds every service's ranks.
 	ranks := make([]routeRank, 0, n)
-	enc.services = make(map[*Service]encodedService, len(c.Services))
+	enc.serviceRanks = make([][]routeRank, len(c.Services))
 	for i, s := range c.Services {
 		start := len(ranks)
 		for _, r := range s.Routes {
 			ranks = append(ranks, routeRank{r.Priority, r.RegexPrio})
 		}
-		enc.services[s] = encodedService{serviceSpans[i], ranks[start:len(ranks):len(ranks)]}
+		enc.serviceRanks[i] = ranks[start:len(ranks):len(ranks)]
 	}
-	enc.upstreams = make(map[*Upstream]span, len(c.Upstreams))
-	for i, u := range c.Upstreams {
-		enc.upstreams[u] = upstreamSpans[i]
-	}
+	// The lists are the caller's, the spans this call's own.
+	enc.services, enc.serviceSpans = slices.Clone(c.Services), serviceSpans
+	enc.upstreams, enc.upstreamSpans = slices.Clone(c.Upstreams), upstreamSpans
 }
 
 func sameRanks(routes []*Route, ranks []routeRank) bool {
@@ -165,26 +184,11 @@ func sameRanks(routes []*Route, ranks []routeRank) bool {
 }
 
 // sizeHint guesses the document size a little high, so that the buffer
-// rarely grows (a copy of megabytes): a route is about 330 bytes, a target
-// about 75; an item of the previous document (spans) is as large as it was
-// there; the global plugins' code and what escaping adds are guessed by
-// the slack.
-func sizeHint(c *Config, serviceSpans, upstreamSpans []span) int {
-	n := 64
-	for i, s := range c.Services {
-		if sp := serviceSpans[i]; sp.end > 0 {
-			n += sp.end - sp.start + 1
-		} else {
-			n += 200 + 360*len(s.Routes)
-		}
-	}
-	for i, u := range c.Upstreams {
-		if sp := upstreamSpans[i]; sp.end > 0 {
-			n += sp.end - sp.start + 1
-		} else {
-			n += 150 + 80*len(u.Targets)
-		}
-	}
+// rarely grows (a copy of megabytes): the lists encoded in parts take
+// their size, the items of the others their hints; the global plugins'
+// code and what escaping adds are guessed by the slack.
+func sizeHint(c *Config, serviceSpans, upstreamSpans []span, serviceParts, upstreamParts []encoder) int {
+	n := 64 + listHint(c.Services, serviceHint, serviceSpans, serviceParts) + listHint(c.Upstreams, upstreamHint, upstreamSpans, upstreamParts)
 	for _, cert := range c.Certificates {
 		n += len(cert.Cert) + len(cert.Key) + 200
 	}
@@ -192,6 +196,37 @@ func sizeHint(c *Config, serviceSpans, upstreamSpans []span) int {
 		n += len(ca.Cert) + 100
 	}
 	return n + n/32 + 16<<10
+}
+
+func listHint[T any](items []T, hint func(T, span) int, spans []span, parts []encoder) int {
+	n := 0
+	if parts != nil {
+		for _, p := range parts {
+			n += len(p.buf) + 1
+		}
+		return n
+	}
+	for i, item := range items {
+		n += hint(item, spans[i])
+	}
+	return n
+}
+
+// serviceHint and upstreamHint guess an item's share of the document: as
+// large as it was in the previous one (its span), else from the size of a
+// route (about 330 bytes) or a target (about 75).
+func serviceHint(s *Service, sp span) int {
+	if sp.end > 0 {
+		return sp.end - sp.start + 1
+	}
+	return 200 + 360*len(s.Routes)
+}
+
+func upstreamHint(u *Upstream, sp span) int {
+	if sp.end > 0 {
+		return sp.end - sp.start + 1
+	}
+	return 150 + 80*len(u.Targets)
 }
 
 type encoder struct {
@@ -222,58 +257,81 @@ func list[T any](e *encoder, key string, items []T, one func(T)) {
 	e.buf = append(e.buf, ']')
 }
 
-// minPerPart is the fewest items to encode worth a goroutine of
-// parallelList.
+// minPerPart is the fewest new items to encode worth a goroutine of
+// encodeParts.
 const minPerPart = 256
 
-// parallelList is list for the document's long lists: contiguous parts of
-// items encoded on up to GOMAXPROCS goroutines, then joined in order (a
-// first sync encodes megabytes). An item whose span is set is copied from
-// previous instead: a list of those is one part, written in place. Each
-// span is then where its item is in the document.
-func parallelList[T any](e *encoder, key string, items []T, one func(*encoder, T), previous []byte, spans []span) {
-	if len(items) == 0 {
-		return
-	}
-	e.field(key, false)
-	e.buf = append(e.buf, '[')
+// encodeParts encodes a long list with many new items (a first sync
+// encodes megabytes) in contiguous parts, each in a buffer of its own, on
+// up to GOMAXPROCS goroutines; each span is then where its item is in its
+// part. With too few new items for two parts (a later sync's) it encodes
+// nothing and returns nil: longList writes them in place.
+func encodeParts[T any](items []T, one func(*encoder, T), hint func(T, span) int, previous []byte, spans []span) []encoder {
 	fresh := 0
 	for _, sp := range spans {
 		if sp.end == 0 {
 			fresh++
 		}
 	}
-	workers := max(1, min(runtime.GOMAXPROCS(0), fresh/minPerPart))
+	workers := min(runtime.GOMAXPROCS(0), fresh/minPerPart)
+	if workers < 2 {
+		return nil
+	}
 	per := (len(items) + workers - 1) / workers
 	parts := make([]encoder, workers)
-	encodePart := func(w int, p *encoder) {
-		for i := w * per; i < min((w+1)*per, len(items)); i++ {
-			p.sep(i - w*per)
-			start := len(p.buf)
-			if sp := spans[i]; sp.end > 0 {
-				p.buf = append(p.buf, previous[sp.start:sp.end]...)
-			} else {
-				one(p, items[i])
-			}
-			spans[i] = span{start, len(p.buf)}
+	encode := func(w int) {
+		from, to := w*per, min((w+1)*per, len(items))
+		size := 0
+		for i := from; i < to; i++ {
+			size += hint(items[i], spans[i])
 		}
+		parts[w].buf = make([]byte, 0, size)
+		encodeRange(&parts[w], items, from, to, one, previous, spans)
 	}
-	// The first part goes straight into the document.
-	parts[0] = *e
 	var wg sync.WaitGroup
 	for w := 1; w < workers; w++ {
-		wg.Go(func() {
-			parts[w].buf = make([]byte, 0, (cap(e.buf)-len(e.buf))/workers)
-			encodePart(w, &parts[w])
-		})
+		wg.Go(func() { encode(w) })
 	}
-	encodePart(0, &parts[0])
+	encode(0)
 	wg.Wait()
-	*e = parts[0]
-	for w, p := range parts[1:] {
-		e.buf = append(e.buf, ',')
+	return parts
+}
+
+// encodeRange writes items[from:to], separated by commas, to e: an item
+// whose span is set is copied from previous instead of encoded. Each span
+// is then where its item is in e's buffer.
+func encodeRange[T any](e *encoder, items []T, from, to int, one func(*encoder, T), previous []byte, spans []span) {
+	for i := from; i < to; i++ {
+		e.sep(i - from)
+		start := len(e.buf)
+		if sp := spans[i]; sp.end > 0 {
+			e.buf = append(e.buf, previous[sp.start:sp.end]...)
+		} else {
+			one(e, items[i])
+		}
+		spans[i] = span{start, len(e.buf)}
+	}
+}
+
+// longList is list for the document's long lists: their parts if
+// encodeParts made them, else the items encoded in place. Each span is
+// then where its item is in the document.
+func longList[T any](e *encoder, key string, items []T, one func(*encoder, T), previous []byte, spans []span, parts []encoder) {
+	if len(items) == 0 {
+		return
+	}
+	e.field(key, false)
+	e.buf = append(e.buf, '[')
+	if parts == nil {
+		encodeRange(e, items, 0, len(items), one, previous, spans)
+		e.buf = append(e.buf, ']')
+		return
+	}
+	per := (len(items) + len(parts) - 1) / len(parts)
+	for w, p := range parts {
+		e.sep(w)
 		// The part's spans were relative to its own buffer.
-		for i := (w + 1) * per; i < min((w+2)*per, len(items)); i++ {
+		for i := w * per; i < min((w+1)*per, len(items)); i++ {
 			spans[i].start += len(e.buf)
 			spans[i].end += len(e.buf)
 		}

@@ -235,10 +235,10 @@ func (t *translator) namespaceAllowed(l *listener, ns string) bool {
 // oldest first), the listeners where an older accepted route of the other
 // kind shares a hostname with it, each with that route's name: Gateway API
 // accepts only the oldest of the two there.
-func kindConflicts(routes []route, gws []*gateway, allowed func(*listener, string) bool) map[*metav1.ObjectMeta]map[int]string {
+func kindConflicts(routes []*route, gws []*gateway, allowed func(*listener, string) bool) map[*metav1.ObjectMeta]map[int]string {
 	type claim struct {
 		hosts []string
-		route route // named only when it wins somewhere
+		route *route // named only when it wins somewhere
 	}
 	// Without routes of both kinds nothing conflicts: most clusters have
 	// HTTPRoutes and few or no GRPCRoutes.

@@ -371,7 +371,7 @@ func (t *translator) caCertificatesOf(services []*declarative.Service) []*declar
 
 // policyStatuses are the BackendTLSPolicies' ancestor entries: one per
 // bound Gateway whose routes name a Service (port) the policy targets.
-func (t *translator) policyStatuses(routes []route, gws []*gateway) map[types.NamespacedName][]gwv1.PolicyAncestorStatus {
+func (t *translator) policyStatuses(routes []*route, gws []*gateway) map[types.NamespacedName][]gwv1.PolicyAncestorStatus {
 	if len(t.snap.BackendTLSPolicies) == 0 {
 		return nil
 	}

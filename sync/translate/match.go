@@ -111,18 +111,21 @@ func (t *translator) kongRoute(r *declarative.Route, name string, place placemen
 // so that where they were in the input (which any other route moves) does
 // not.
 func assignPriorities(kongRoutes []*kongRoute) {
+	// Sorted by order and name, not by class first: the routes come
+	// merged in rank order, so this order is almost the input's (a sort
+	// of a sorted slice is one pass), and a route's place in its class
+	// is how many of the class came before it.
 	slices.SortFunc(kongRoutes, func(a, b *kongRoute) int {
-		return cmp.Or(cmp.Compare(a.class, b.class), a.order.compare(b.order), strings.Compare(a.route.Name, b.route.Name))
+		if c := a.order.compare(b.order); c != 0 {
+			return c // no name to read (cmp.Or would)
+		}
+		return strings.Compare(a.route.Name, b.route.Name)
 	})
-	for start := 0; start < len(kongRoutes); {
-		end := start + 1
-		for end < len(kongRoutes) && kongRoutes[end].class == kongRoutes[start].class {
-			end++
-		}
-		for i, kr := range kongRoutes[start:end] {
-			kr.route.Priority = kr.class<<rankBits | uint64(maxRank-min(i, maxRank))
-		}
-		start = end
+	before := map[uint64]int{}
+	for _, kr := range kongRoutes {
+		i := before[kr.class]
+		before[kr.class] = i + 1
+		kr.route.Priority = kr.class<<rankBits | uint64(maxRank-min(i, maxRank))
 	}
 }
 

@@ -48,7 +48,7 @@ func (m *Memo) Translate(s *snapshot.Snapshot, refused Refusals) Result {
 		m.routes = nil
 	}
 	m.shared = shared
-	kept := &keptRoutes{previous: m.routes, previousRanks: m.ranks, next: make(map[*metav1.ObjectMeta]*routeOutput, len(m.routes)),
+	kept := &keptRoutes{previous: m.routes, previousRanks: m.ranks,
 		upstreams: m.upstreams, sortedUpstreams: m.sortedUpstreams, previousStatuses: m.routeStatuses}
 	res := newTranslator(s, refused).run(kept)
 	m.routes, m.ranks, m.routeStatuses = kept.next, kept.nextRanks, kept.nextStatuses
@@ -183,7 +183,7 @@ func (k *keptRoutes) upstreamsByName(upstreams map[string]*declarative.Upstream,
 			}
 		}
 	}
-	slices.SortFunc(fresh, byName)
+	sortFunc(fresh, byName)
 	sorted := make([]*declarative.Upstream, 0, len(upstreams)+1)
 	for _, u := range fresh {
 		before, _ := slices.BinarySearchFunc(inOrder, u, byName)
@@ -205,14 +205,10 @@ func (k *keptRoutes) previousOf(meta *metav1.ObjectMeta) *routeOutput {
 	return k.previous[meta]
 }
 
-// reusable returns the previous translation's output for r if it still
-// holds: the same route object, whose backends resolve to the same
-// Services and EndpointSlices. k is nil without a Memo.
-func (k *keptRoutes) reusable(r route, s *snapshot.Snapshot, lostOn map[int]string) *routeOutput {
-	if k == nil {
-		return nil
-	}
-	out := k.previous[r.meta]
+// reusable returns out, the previous translation's output for the very
+// same route object (nil: none), if it still holds: its backends resolve
+// to the same Services and EndpointSlices.
+func reusable(out *routeOutput, s *snapshot.Snapshot, lostOn map[int]string) *routeOutput {
 	if out == nil || !maps.Equal(out.lostOn, lostOn) {
 		return nil
 	}

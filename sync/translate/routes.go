@@ -1,10 +1,10 @@
 package translate
 
 import (
-	"cmp"
 	"fmt"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -21,22 +21,27 @@ import (
 // without one) are taken as they were, in the order of their previous
 // ranks: only the others are converted and sorted, then merged in (the
 // order is total, so this is the one a sort of all of them gives).
-func rankedRoutes(s *snapshot.Snapshot, kept *keptRoutes) []route {
-	var byRank []*route
+// previous has, by rank, the previous output of a kept route (else nil).
+// A kept route is the one its output holds, not a copy.
+func rankedRoutes(s *snapshot.Snapshot, kept *keptRoutes) (ranked []*route, previous []*routeOutput) {
+	// fresh has room for at least the routes that have no kept output.
+	n := len(s.HTTPRoutes) + len(s.GRPCRoutes) + len(s.TLSRoutes) + len(s.TCPRoutes) + len(s.UDPRoutes)
+	var byRank []*routeOutput
 	if kept != nil {
-		byRank = make([]*route, kept.previousRanks)
+		byRank = make([]*routeOutput, kept.previousRanks)
+		n -= min(n, len(kept.previous))
 	}
-	var fresh []route
+	fresh := make([]route, 0, n)
 	for _, r := range s.HTTPRoutes {
 		if out := kept.previousOf(&r.ObjectMeta); out != nil {
-			byRank[out.rank] = &out.route
+			byRank[out.rank] = out
 		} else {
 			fresh = append(fresh, fromHTTPRoute(r))
 		}
 	}
 	for _, r := range s.GRPCRoutes {
 		if out := kept.previousOf(&r.ObjectMeta); out != nil {
-			byRank[out.rank] = &out.route
+			byRank[out.rank] = out
 		} else {
 			fresh = append(fresh, fromGRPCRoute(r))
 		}
@@ -51,30 +56,43 @@ func rankedRoutes(s *snapshot.Snapshot, kept *keptRoutes) []route {
 	for _, r := range s.UDPRoutes {
 		fresh = append(fresh, fromUDPRoute(r))
 	}
-	// Sorted by pointer: a route is too large a value to move at every swap.
+	// By pointer: a route is too large a value to move at every swap, and
+	// to copy for every kept one.
 	order := make([]*route, len(fresh))
 	for i := range fresh {
 		order[i] = &fresh[i]
 	}
-	slices.SortFunc(order, compareRanks)
-	inOrder := slices.DeleteFunc(byRank, func(r *route) bool { return r == nil })
-	ranked := make([]route, 0, len(inOrder)+len(order))
-	for _, r := range order {
-		before, _ := slices.BinarySearchFunc(inOrder, r, compareRanks)
-		for _, k := range inOrder[:before] {
-			ranked = append(ranked, *k)
+	sortFunc(order, compareRanks)
+	inOrder := slices.DeleteFunc(byRank, func(out *routeOutput) bool { return out == nil })
+	n = len(inOrder) + len(order)
+	ranked, previous = make([]*route, 0, n), make([]*routeOutput, 0, n)
+	takeKept := func(outs []*routeOutput) {
+		for _, out := range outs {
+			ranked, previous = append(ranked, &out.route), append(previous, out)
 		}
-		ranked, inOrder = append(ranked, *r), inOrder[before:]
 	}
-	for _, k := range inOrder {
-		ranked = append(ranked, *k)
+	for _, r := range order {
+		before, _ := slices.BinarySearchFunc(inOrder, r, func(out *routeOutput, r *route) int { return compareRanks(&out.route, r) })
+		takeKept(inOrder[:before])
+		ranked, previous, inOrder = append(ranked, r), append(previous, nil), inOrder[before:]
 	}
-	return ranked
+	takeKept(inOrder)
+	return ranked, previous
 }
 
+// compareRanks compares a field only where the ones before it tie (cmp.Or
+// would compare them all): it is most of the sort of a first translation.
 func compareRanks(a, b *route) int {
-	return cmp.Or(a.meta.CreationTimestamp.Compare(b.meta.CreationTimestamp.Time),
-		cmp.Compare(a.meta.Namespace, b.meta.Namespace), cmp.Compare(a.meta.Name, b.meta.Name), cmp.Compare(a.kind, b.kind))
+	if c := a.meta.CreationTimestamp.Compare(b.meta.CreationTimestamp.Time); c != 0 {
+		return c
+	}
+	if c := strings.Compare(a.meta.Namespace, b.meta.Namespace); c != 0 {
+		return c
+	}
+	if c := strings.Compare(a.meta.Name, b.meta.Name); c != 0 {
+		return c
+	}
+	return strings.Compare(string(a.kind), string(b.kind))
 }
 
 // routeOutput is what the translation of one route produces, and what it
@@ -105,7 +123,10 @@ type routeOutput struct {
 
 // mergedRoutes are the outputs of the routes, merged in rank order.
 type mergedRoutes struct {
-	statuses map[ObjectRef][]gwv1.RouteParentStatus
+	// outs are the routes' outputs by rank; reused tells which a Memo
+	// kept.
+	outs   []*routeOutput
+	reused []bool
 	// attached counts the routes attached to each listener (by index).
 	attached   []int
 	services   []*declarative.Service
@@ -116,11 +137,10 @@ type mergedRoutes struct {
 }
 
 // translateRoutes translates the routes in rank order and merges their
-// outputs; with kept (a Memo's), an unchanged route's previous output is
-// merged instead.
-func (t *translator) translateRoutes(routes []route, gws []*gateway, ports listenerPorts, kept *keptRoutes) mergedRoutes {
+// outputs but for their statuses (see statuses); an unchanged route's
+// previous output (by rank in previous, a Memo's) is merged instead.
+func (t *translator) translateRoutes(routes []*route, previous []*routeOutput, gws []*gateway, ports listenerPorts) mergedRoutes {
 	merged := mergedRoutes{
-		statuses:  kept.statuses(len(routes)),
 		attached:  make([]int, len(allListeners(gws))),
 		upstreams: make(map[string]*declarative.Upstream, len(routes)),
 	}
@@ -129,9 +149,9 @@ func (t *translator) translateRoutes(routes []route, gws []*gateway, ports liste
 	var independents []int
 	reused := make([]bool, len(routes))
 	for rank, r := range routes {
-		outs[rank] = kept.reusable(r, t.snap, lost[r.meta])
+		outs[rank] = reusable(previous[rank], t.snap, lost[r.meta])
 		reused[rank] = outs[rank] != nil
-		if !reused[rank] && independent(r) {
+		if !reused[rank] && independent(*r) {
 			independents = append(independents, rank)
 		}
 	}
@@ -139,34 +159,65 @@ func (t *translator) translateRoutes(routes []route, gws []*gateway, ports liste
 		rank := independents[i]
 		r := routes[rank]
 		// No other route's attachment matters to an independent one.
-		outs[rank] = t.translateRoute(r, gws, ports, nil, lost[r.meta])
+		outs[rank] = t.translateRoute(*r, gws, ports, nil, lost[r.meta])
 	})
+	// The lists are allocated once, at the size of the outputs there are
+	// and the service assemble adds (the few routes of other kinds,
+	// translated below, may grow them).
+	var services, kongRoutes int
+	for _, out := range outs {
+		if out != nil {
+			services, kongRoutes = services+len(out.services), kongRoutes+len(out.kongRoutes)
+		}
+	}
+	merged.services, merged.kongRoutes = make([]*declarative.Service, 0, services+1), make([]*kongRoute, 0, kongRoutes)
+	for rank, r := range routes {
+		if outs[rank] == nil {
+			outs[rank] = t.translateRoute(*r, gws, ports, merged.attached, lost[r.meta])
+		}
+		merged.add(rank, outs[rank])
+	}
+	merged.outs, merged.reused = outs, reused
+	return merged
+}
+
+// statuses merges the routes' statuses and hands their outputs, with
+// their ranks, to the next translation (kept: nil without a Memo). It
+// reads nothing that assemble writes, and the reverse: run has them done
+// at once (a first translation inserts thousands of statuses).
+func (m *mergedRoutes) statuses(routes []*route, kept *keptRoutes) map[ObjectRef][]gwv1.RouteParentStatus {
+	statuses := kept.statuses(len(routes))
+	if kept != nil {
+		kept.next = make(map[*metav1.ObjectMeta]*routeOutput, len(routes))
+	}
 	withStatus := 0
 	for rank, r := range routes {
-		out := outs[rank]
-		if out == nil {
-			out = t.translateRoute(r, gws, ports, merged.attached, lost[r.meta])
-			outs[rank] = out
+		out := m.outs[rank]
+		switch {
+		case m.reused[rank]: // in those the Memo started from already
+		case len(out.parents) > 0:
+			statuses[r.key()] = out.parents
+		default:
+			delete(statuses, r.key())
 		}
-		merged.add(r, rank, out, reused[rank])
-		kept.keep(r, rank, out)
+		kept.keep(*r, rank, out)
 		if len(out.parents) > 0 {
 			withStatus++
 		}
 	}
-	if len(merged.statuses) != withStatus {
+	if len(statuses) != withStatus {
 		// Routes gone left their entries in the previous statuses.
-		merged.statuses = make(map[ObjectRef][]gwv1.RouteParentStatus, withStatus)
+		statuses = make(map[ObjectRef][]gwv1.RouteParentStatus, withStatus)
 		for rank, r := range routes {
-			if parents := outs[rank].parents; len(parents) > 0 {
-				merged.statuses[r.key()] = parents
+			if parents := m.outs[rank].parents; len(parents) > 0 {
+				statuses[r.key()] = parents
 			}
 		}
 	}
 	if kept != nil {
-		kept.nextRanks, kept.nextStatuses = len(routes), merged.statuses
+		kept.nextRanks, kept.nextStatuses = len(routes), statuses
 	}
-	return merged
+	return statuses
 }
 
 // parallelChunk is how many routes a worker takes at a time: enough to
@@ -204,17 +255,41 @@ func parallel(n int, do func(i int)) {
 	wg.Wait()
 }
 
-// add merges one route's output: the route's rank, which depends on the
-// other routes, is applied here, to a new output and a kept one alike. A
-// kept one's statuses are in those the Memo started from already.
-func (m *mergedRoutes) add(r route, rank int, out *routeOutput, kept bool) {
-	switch {
-	case kept:
-	case len(out.parents) > 0:
-		m.statuses[r.key()] = out.parents
-	default:
-		delete(m.statuses, r.key())
+// minParallelSort is the shortest slice sortFunc sorts in two halves at
+// once: below it, a goroutine and the merge cost more than they save.
+const minParallelSort = 2048
+
+// sortFunc is slices.SortFunc on up to two goroutines: the halves are
+// sorted at once, then merged (the sorts of a first translation's routes,
+// services and upstreams would otherwise leave a core idle). cmp must be
+// a total order, as every sort of the translation's is: the result is
+// then the one slices.SortFunc gives.
+func sortFunc[T any](s []T, cmp func(a, b T) int) {
+	if len(s) < minParallelSort || runtime.GOMAXPROCS(0) < 2 {
+		slices.SortFunc(s, cmp)
+		return
 	}
+	left, right := s[:len(s)/2], s[len(s)/2:]
+	var wg sync.WaitGroup
+	wg.Go(func() { slices.SortFunc(left, cmp) })
+	slices.SortFunc(right, cmp)
+	wg.Wait()
+	// Merged from the front into s: what is written never overtakes what
+	// is still to be read of right, and left is read from a copy.
+	left = slices.Clone(left)
+	i, j := 0, 0
+	for k := range s {
+		if j == len(right) || i < len(left) && cmp(left[i], right[j]) <= 0 {
+			s[k], i = left[i], i+1
+		} else {
+			s[k], j = right[j], j+1
+		}
+	}
+}
+
+// add merges one route's output: the route's rank, which depends on the
+// other routes, is applied here, to a new output and a kept one alike.
+func (m *mergedRoutes) add(rank int, out *routeOutput) {
 	for _, i := range out.listeners {
 		m.attached[i]++
 	}

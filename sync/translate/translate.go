@@ -4,10 +4,10 @@
 package translate
 
 import (
-	"cmp"
 	"maps"
 	"net/netip"
 	"slices"
+	"strings"
 	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -96,22 +96,28 @@ func (t *translator) run(kept *keptRoutes) Result {
 	classes := t.gatewayClassStatuses()
 	gateways := t.buildGateways()
 	ports := listenerPortsOf(gateways)
-	ranked := rankedRoutes(t.snap, kept)
-	routes := t.translateRoutes(ranked, gateways, ports, kept)
+	ranked, previous := rankedRoutes(t.snap, kept)
+	routes := t.translateRoutes(ranked, previous, gateways, ports)
+	// The routes' statuses are merged while the configuration is
+	// assembled, on another core where there is one.
+	var routeStatuses map[ObjectRef][]gwv1.RouteParentStatus
+	var merging sync.WaitGroup
+	merging.Go(func() { routeStatuses = routes.statuses(ranked, kept) })
 	certs := certificates(gateways) // before statuses: it finds conflicts
 	gatewayStatuses, listenerSetStatuses := t.finishGateways(gateways, routes.attached)
 	cfg, unranked := t.assemble(routes, gateways, certs, kept)
+	merging.Wait()
 	if len(unranked) > 0 {
-		// A Memo starts the next translation from routes.statuses: the
-		// notes go on a copy, so that a route ranked again loses its own.
-		routes.statuses = maps.Clone(routes.statuses)
-		noteUnranked(routes.statuses, cfg.Services, unranked)
+		// A Memo starts the next translation from the statuses: the notes
+		// go on a copy, so that a route ranked again loses its own.
+		routeStatuses = maps.Clone(routeStatuses)
+		noteUnranked(routeStatuses, cfg.Services, unranked)
 	}
 	return Result{Config: cfg, Status: Status{
 		GatewayClasses: classes,
 		Gateways:       gatewayStatuses,
 		ListenerSets:   listenerSetStatuses,
-		Routes:         routes.statuses,
+		Routes:         routeStatuses,
 
 		BackendTLSPolicies: t.policyStatuses(ranked, gateways),
 	}}
@@ -128,17 +134,17 @@ func (t *translator) assemble(routes mergedRoutes, gateways []*gateway, certs []
 		kongRoutes = append(slices.Clip(kongRoutes), terminators...)
 		assignPriorities(kongRoutes)
 		if misdirected != nil {
-			services = append(slices.Clip(services), misdirected)
+			services = append(services, misdirected)
 		}
 	} else {
 		isolation, terminators := t.isolationService(gateways, listenerPortsOf(gateways))
 		unranked = rankTraditional(append(slices.Clip(routes.kongRoutes), terminators...))
-		services = append(slices.Clip(services), isolation)
+		services = append(services, isolation)
 	}
-	cfg = &declarative.Config{FormatVersion: declarative.FormatVersion}
-	slices.SortFunc(services, func(a, b *declarative.Service) int { return cmp.Compare(a.Name, b.Name) })
+	cfg = &declarative.Config{FormatVersion: declarative.FormatVersion, Services: make([]*declarative.Service, 0, len(services))}
+	sortFunc(services, func(a, b *declarative.Service) int { return strings.Compare(a.Name, b.Name) })
 	for _, svc := range services {
-		slices.SortFunc(svc.Routes, func(a, b *declarative.Route) int { return cmp.Compare(a.Name, b.Name) })
+		slices.SortFunc(svc.Routes, func(a, b *declarative.Route) int { return strings.Compare(a.Name, b.Name) })
 		if len(svc.Routes) > 0 {
 			cfg.Services = append(cfg.Services, svc)
 		}
