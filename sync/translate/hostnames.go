@@ -53,6 +53,40 @@ func wildcardMatches(wildcard, host string) bool {
 
 func isIP(s string) bool { return net.ParseIP(s) != nil }
 
+// validHostname tells whether h is a hostname as the Gateway API's CRDs
+// allow one: labels of letters, digits and inner hyphens, at most 253
+// bytes, behind an optional "*." (uppercase is lowered before use). The API
+// server refuses others; objects read from files are not checked by it, and
+// Kong would refuse the whole configuration for one of them.
+func validHostname(h string) bool {
+	h = strings.TrimPrefix(h, "*.")
+	if h == "" || len(h) > 253 {
+		return false
+	}
+	for label := range strings.SplitSeq(h, ".") {
+		if label == "" || label[0] == '-' || label[len(label)-1] == '-' {
+			return false
+		}
+		for i := range len(label) {
+			if c := label[i] | 0x20; (c < 'a' || c > 'z') && (label[i] < '0' || label[i] > '9') && label[i] != '-' {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// invalidHostname is the first of hostnames that validHostname refuses, and
+// whether there is one.
+func invalidHostname(hostnames []gwv1.Hostname) (string, bool) {
+	for _, h := range hostnames {
+		if !validHostname(string(h)) {
+			return string(h), true
+		}
+	}
+	return "", false
+}
+
 func hostnameOf(h *gwv1.Hostname) string {
 	if h == nil {
 		return ""

@@ -141,6 +141,9 @@ func (t *translator) checkListener(g *gateway, set *listenerSet, spec gwv1.Liste
 		return l
 	}
 	l.kinds, l.resolvedRefs = supportedKinds(spec, gen)
+	if h := hostnameOf(spec.Hostname); h != "" && !validHostname(h) {
+		return reject(gwv1.ListenerReasonUnsupportedValue, "hostname %q is not a valid hostname", h)
+	}
 	wantSSL, stream, udp := false, false, false
 	switch spec.Protocol {
 	case gwv1.HTTPProtocolType:

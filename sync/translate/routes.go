@@ -317,9 +317,14 @@ func (t *translator) translateRoute(r route, gws []*gateway, ports listenerPorts
 	}
 	verdicts := make([]verdict, 0, 2) // on the stack for the usual one or two parentRefs
 	var where attachment
+	badHostname, hasBadHostname := invalidHostname(r.hostnames)
 	for _, ref := range r.parentRefs {
 		listeners, ours := parentListeners(gws, r.meta.Namespace, ref)
 		if !ours || slices.ContainsFunc(verdicts, func(v verdict) bool { return sameParentRef(v.ref, ref) }) {
+			continue
+		}
+		if hasBadHostname {
+			verdicts = append(verdicts, verdict{ref, string(gwv1.RouteReasonUnsupportedValue), fmt.Sprintf("hostname %q is not a valid hostname", badHostname)})
 			continue
 		}
 		if msg := t.unmatchedPort(r, listeners, ref, ports); msg != "" {
