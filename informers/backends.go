@@ -23,18 +23,22 @@ type backendIndex struct {
 	slices   map[types.NamespacedName][]*snapshot.EndpointSlice
 	// servicesOut and slicesOut: the map was handed to a snapshot.
 	servicesOut, slicesOut bool
+	// version counts the changes (snapshot.Snapshot.BackendsVersion).
+	version uint64
 }
 
 func newBackendIndex() *backendIndex {
-	return &backendIndex{services: map[types.NamespacedName]*snapshot.Service{}, slices: map[types.NamespacedName][]*snapshot.EndpointSlice{}}
+	return &backendIndex{services: map[types.NamespacedName]*snapshot.Service{}, slices: map[types.NamespacedName][]*snapshot.EndpointSlice{},
+		version: 1}
 }
 
-// handOut returns the maps for a snapshot, which must not change them.
-func (x *backendIndex) handOut() (map[types.NamespacedName]*snapshot.Service, map[types.NamespacedName][]*snapshot.EndpointSlice) {
+// handOut returns the maps for a snapshot, which must not change them,
+// and their version.
+func (x *backendIndex) handOut() (map[types.NamespacedName]*snapshot.Service, map[types.NamespacedName][]*snapshot.EndpointSlice, uint64) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	x.servicesOut, x.slicesOut = true, true
-	return x.services, x.slices
+	return x.services, x.slices, x.version
 }
 
 // put records a Service or an EndpointSlice as the cache now holds it;
@@ -82,12 +86,14 @@ func (x *backendIndex) removeSlice(es *snapshot.EndpointSlice) {
 }
 
 func (x *backendIndex) writableServices() {
+	x.version++
 	if x.servicesOut {
 		x.services, x.servicesOut = maps.Clone(x.services), false
 	}
 }
 
 func (x *backendIndex) writableSlices() {
+	x.version++
 	if x.slicesOut {
 		x.slices, x.slicesOut = maps.Clone(x.slices), false
 	}

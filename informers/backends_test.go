@@ -33,7 +33,11 @@ func TestBackendIndexNeverChangesWhatASnapshotHolds(t *testing.T) {
 	x.put(nil, s1)
 	x.put(nil, svc("gone", "1"))
 	var first state
-	first.services, first.slices = x.handOut()
+	var v1, v2 uint64
+	first.services, first.slices, v1 = x.handOut()
+	if _, _, again := x.handOut(); again != v1 {
+		t.Errorf("nothing changed, yet the version went %d -> %d", v1, again)
+	}
 	want1 := state{map[types.NamespacedName]*snapshot.Service{key("a"): a1, key("gone"): svc("gone", "1")},
 		map[types.NamespacedName][]*snapshot.EndpointSlice{key("a"): {s1, s2}}}
 	if !reflect.DeepEqual(first, want1) {
@@ -47,7 +51,10 @@ func TestBackendIndexNeverChangesWhatASnapshotHolds(t *testing.T) {
 	x.put(s1, s1b) // moves to Service b
 	x.remove(s2)
 	var second state
-	second.services, second.slices = x.handOut()
+	second.services, second.slices, v2 = x.handOut()
+	if v2 == v1 {
+		t.Errorf("the version stayed %d through changes", v1)
+	}
 	want2 := state{map[types.NamespacedName]*snapshot.Service{key("a"): a2},
 		map[types.NamespacedName][]*snapshot.EndpointSlice{key("a"): {s3}, key("b"): {s1b}}}
 	if !reflect.DeepEqual(second, want2) {
@@ -58,7 +65,7 @@ func TestBackendIndexNeverChangesWhatASnapshotHolds(t *testing.T) {
 	}
 
 	x.remove(s3)
-	_, third := x.handOut()
+	_, third, _ := x.handOut()
 	if _, ok := third[key("a")]; ok {
 		t.Errorf("a Service without slices still listed: %v", third)
 	}

@@ -50,7 +50,7 @@ func BenchmarkSnapshot(b *testing.B) {
 			if !c.WaitForSync(ctx) {
 				b.Fatal("caches did not sync")
 			}
-			services, slices := c.serviceIndex.handOut()
+			services, slices, _ := c.serviceIndex.handOut()
 			svc := services[types.NamespacedName{Namespace: "ns-0", Name: "svc-0"}]
 			slice := slices[types.NamespacedName{Namespace: "ns-0", Name: "svc-0"}][0]
 			b.ReportAllocs()

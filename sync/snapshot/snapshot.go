@@ -107,6 +107,10 @@ type Snapshot struct {
 	Services        map[types.NamespacedName]*Service
 	// EndpointSlices by the Service they belong to.
 	EndpointSlices map[types.NamespacedName][]*EndpointSlice
+	// BackendsVersion names Services and EndpointSlices as they are: two
+	// snapshots of one cache with the same version (not 0) hold the same
+	// ones (the caches count their changes; 0 is unknown).
+	BackendsVersion uint64
 	Namespaces     map[string]*corev1.Namespace
 	// Secrets are the TLS Secrets that listeners reference, as read; a
 	// Secret in SecretProblems is not here.

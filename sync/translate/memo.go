@@ -3,6 +3,7 @@ package translate
 import (
 	"cmp"
 	"maps"
+	"net/netip"
 	"reflect"
 	"slices"
 
@@ -38,6 +39,10 @@ type Memo struct {
 	upstreams       map[string]*declarative.Upstream
 	sortedUpstreams []*declarative.Upstream
 	routeStatuses   map[ObjectRef][]gwv1.RouteParentStatus // the last translation's
+	// backendsVersion is the last snapshot's BackendsVersion, and
+	// clusterIPs the index of its Services by ClusterIP (nil if not built).
+	backendsVersion uint64
+	clusterIPs      map[netip.Addr]*snapshot.Service
 }
 
 // Translate is the package's Translate, reusing what it can from the
@@ -50,9 +55,19 @@ func (m *Memo) Translate(s *snapshot.Snapshot, refused Refusals) Result {
 	m.shared = shared
 	kept := &keptRoutes{previous: m.routes, previousRanks: m.ranks,
 		upstreams: m.upstreams, sortedUpstreams: m.sortedUpstreams, previousStatuses: m.routeStatuses}
-	res := newTranslator(s, refused).run(kept)
+	t := newTranslator(s, refused)
+	if s.BackendsVersion != 0 && s.BackendsVersion == m.backendsVersion {
+		// Every output kept was resolved against these very Services and
+		// EndpointSlices (in the last translation, or checked in it).
+		t.sameBackends = true
+		if m.clusterIPs != nil {
+			t.clusterIPsOnce.Do(func() { t.clusterIPs = m.clusterIPs })
+		}
+	}
+	res := t.run(kept)
 	m.routes, m.ranks, m.routeStatuses = kept.next, kept.nextRanks, kept.nextStatuses
 	m.upstreams, m.sortedUpstreams = kept.upstreams, kept.sortedUpstreams
+	m.backendsVersion, m.clusterIPs = s.BackendsVersion, t.clusterIPs
 	return res
 }
 
@@ -207,10 +222,13 @@ func (k *keptRoutes) previousOf(meta *metav1.ObjectMeta) *routeOutput {
 
 // reusable returns out, the previous translation's output for the very
 // same route object (nil: none), if it still holds: its backends resolve
-// to the same Services and EndpointSlices.
-func reusable(out *routeOutput, s *snapshot.Snapshot, lostOn map[int]string) *routeOutput {
+// to the same Services and EndpointSlices (surely so when sameBackends).
+func reusable(out *routeOutput, s *snapshot.Snapshot, sameBackends bool, lostOn map[int]string) *routeOutput {
 	if out == nil || !maps.Equal(out.lostOn, lostOn) {
 		return nil
+	}
+	if sameBackends {
+		return out
 	}
 	for _, b := range out.backends {
 		if s.Services[b.key] != b.service || !slices.Equal(s.EndpointSlices[b.key], b.slices) {

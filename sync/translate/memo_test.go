@@ -47,6 +47,33 @@ func sameResult(t *testing.T, step string, s *syncer, snap *snapshot.Snapshot, r
 	return got
 }
 
+// TestMemoTrustsTheBackendsVersionOnlyWhileItHolds: with the caches'
+// BackendsVersion, a Memo takes over routes without looking their backends
+// up again while the version is the same, and looks them up again once it
+// changed: a Service that lost its port is seen, the output is a fresh
+// translation's.
+func TestMemoTrustsTheBackendsVersionOnlyWhileItHolds(t *testing.T) {
+	snap := benchSnapshot(30)
+	snap.BackendsVersion = 7
+	key := types.NamespacedName{Namespace: "ns-4", Name: "svc-4"}
+	var memo syncer
+	sameResult(t, "first", &memo, snap, nil)
+	sameResult(t, "the same version", &memo, snap, nil)
+	// As the caches do: a change copies the map and counts a new version.
+	snap.Services = maps.Clone(snap.Services)
+	svc := *snap.Services[key]
+	svc.Ports = slices.Clone(svc.Ports)
+	svc.Ports[0].Port = 81
+	snap.Services[key] = &svc
+	snap.BackendsVersion = 8
+	got := sameResult(t, "a Service changed, a new version", &memo, snap, nil)
+	for _, c := range got.Status.Routes[translate.ObjectRef{Group: gwv1.GroupName, Kind: "HTTPRoute", Namespace: "ns-4", Name: "route-4"}][0].Conditions {
+		if c.Type == "ResolvedRefs" && c.Status != metav1.ConditionFalse {
+			t.Fatalf("the route of the Service without its port: ResolvedRefs %s", c.Status)
+		}
+	}
+}
+
 // TestMemoMatchesAFreshTranslation changes, one after the other, each kind
 // of input a route's translation reads, and compares a translation that
 // reuses the previous one's work with a fresh one.

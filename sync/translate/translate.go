@@ -73,9 +73,13 @@ func Translate(s *snapshot.Snapshot, refused Refusals) Result {
 type translator struct {
 	snap    *snapshot.Snapshot
 	refused Refusals
-	// clusterIPs index the Services by ClusterIP (built on first use).
+	// clusterIPs index the Services by ClusterIP (built on first use, or
+	// the Memo's when the Services are the same).
 	clusterIPs     map[netip.Addr]*snapshot.Service
 	clusterIPsOnce sync.Once
+	// sameBackends: the Services and EndpointSlices are those the Memo's
+	// outputs were resolved against (snapshot.BackendsVersion).
+	sameBackends bool
 	// kongPods are the IPs of this Kong Pod and its peers (built on first use).
 	kongPods     map[netip.Addr]bool
 	kongPodsOnce sync.Once
