@@ -95,11 +95,6 @@ type Loop struct {
 	now     func() time.Time
 
 	loading atomic.Bool // a load is in flight
-	// infoStale: GET / is asked again at the next sync. Kong's answer
-	// changes only when Kong restarts, so a sync reuses it (a round trip
-	// to Kong's admin API, milliseconds on every change) until Kong
-	// restarted, went away or failed a load.
-	infoStale atomic.Bool
 
 	mu sync.Mutex
 	// state is what this replica knows of its Kong, which its Pod
@@ -437,7 +432,6 @@ func (l *Loop) checkKong(ctx context.Context) bool {
 	got, err := l.kong.ConfigHash(ctx)
 	if err != nil {
 		l.metrics.kongReachable.Set(0)
-		l.infoStale.Store(true)
 		return false
 	}
 	l.metrics.kongReachable.Set(1)
@@ -465,7 +459,6 @@ func (l *Loop) checkKong(ctx context.Context) bool {
 	if !ours {
 		got = ""
 	}
-	l.infoStale.Store(true) // a restarted Kong: its settings may be others
 	l.setHeld(got)
 	l.publish()
 	l.cache.Notify()
@@ -480,16 +473,8 @@ const maxRefusalRounds = 5
 func (l *Loop) Sync(ctx context.Context) error {
 	start := l.now()
 	defer func() { l.metrics.syncDuration.Observe(l.now().Sub(start).Seconds()) }()
-	var info admin.Info
-	var kongErr error
-	reuse := l.info != nil && !l.infoStale.Swap(false)
-	if reuse {
-		info = *l.info
-	} else {
-		info, kongErr = l.kong.Info(ctx)
-	}
+	info, kongErr := l.kong.Info(ctx)
 	switch {
-	case reuse:
 	case kongErr != nil && l.info == nil:
 		l.metrics.kongReachable.Set(0)
 		l.metrics.pushes.WithLabelValues(pushFailed).Inc()
@@ -538,9 +523,6 @@ func (l *Loop) Sync(ctx context.Context) error {
 		}
 		hash, loadErr = l.load(ctx, doc, result.Config)
 		le, refused := admin.IsRefusal(loadErr)
-		if loadErr != nil && !refused {
-			l.infoStale.Store(true) // Kong may be away, or another Kong
-		}
 		if !refused || round == maxRefusalRounds {
 			break
 		}

@@ -217,65 +217,15 @@ func TestSyncStartsOverOnceWhenKongNamesNothing(t *testing.T) {
 	}
 }
 
-// countingKong counts the loads and GET / of a fakeKong; a load fails
-// while failLoads is set.
+// countingKong counts the loads of a fakeKong.
 type countingKong struct {
 	fakeKong
-	loads, infos int
-	failLoads    bool
+	loads int
 }
 
 func (k *countingKong) Load(ctx context.Context, doc []byte) error {
 	k.loads++
-	if k.failLoads {
-		return errors.New("connection refused")
-	}
 	return k.fakeKong.Load(ctx, doc)
-}
-
-func (k *countingKong) Info(ctx context.Context) (admin.Info, error) {
-	k.infos++
-	return k.fakeKong.Info(ctx)
-}
-
-// TestSyncAsksKongItsSettingsAgainOnlyAfterARestartOrAFailure: GET / is
-// read once, not on every sync, and again after Kong restarted, went away
-// or failed a load.
-func TestSyncAsksKongItsSettingsAgainOnlyAfterARestartOrAFailure(t *testing.T) {
-	ctx := context.Background()
-	cache, kong := &fakeCache{}, &countingKong{}
-	l := New(cache, kong, nil, nil, nil, slog.New(slog.NewTextHandler(io.Discard, nil)), NewMetrics(prometheus.NewRegistry()), Options{})
-	sync := func(routes ...string) {
-		t.Helper()
-		yaml := budgetBase + service("a")
-		for _, r := range routes {
-			yaml += route("a", r, 1, 1)
-		}
-		cache.set(t, yaml)
-		if err := l.Sync(ctx); err != nil && !kong.failLoads {
-			t.Fatal(err)
-		}
-	}
-	sync("r")
-	sync("r", "s")
-	if kong.infos != 1 || kong.loads != 2 {
-		t.Fatalf("two syncs read GET / %d times and loaded %d times, want 1 and 2", kong.infos, kong.loads)
-	}
-	kong.loaded = nil // Kong restarted: it holds nothing
-	if !l.checkKong(ctx) {
-		t.Fatal("Kong did not answer")
-	}
-	sync("r", "s")
-	if kong.infos != 2 {
-		t.Fatalf("after Kong restarted GET / was read %d times in all, want 2", kong.infos)
-	}
-	kong.failLoads = true
-	sync("r")
-	kong.failLoads = false
-	sync("r")
-	if kong.infos != 3 {
-		t.Fatalf("after a failed load GET / was read %d times in all, want 3", kong.infos)
-	}
 }
 
 // TestSyncHashesWhatItLoadsAndTakesOverWhatKongHolds: the hash taken while
