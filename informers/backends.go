@@ -2,6 +2,7 @@ package informers
 
 import (
 	"maps"
+	"slices"
 	"sync"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -23,23 +24,27 @@ type backendIndex struct {
 	slices   map[types.NamespacedName][]*snapshot.EndpointSlice
 	// servicesOut and slicesOut: the map was handed to a snapshot.
 	servicesOut, slicesOut bool
-	// version counts the changes (snapshot.Snapshot.BackendsVersion).
-	version uint64
+	// version counts the changes (snapshot.Snapshot.BackendsVersion),
+	// clusterIPsVersion those of a Service's cluster IPs (ClusterIPsVersion).
+	version, clusterIPsVersion uint64
 }
 
 func newBackendIndex() *backendIndex {
 	return &backendIndex{services: map[types.NamespacedName]*snapshot.Service{}, slices: map[types.NamespacedName][]*snapshot.EndpointSlice{},
-		version: 1}
+		version: 1, clusterIPsVersion: 1}
 }
 
 // handOut returns the maps for a snapshot, which must not change them,
-// and their version.
-func (x *backendIndex) handOut() (map[types.NamespacedName]*snapshot.Service, map[types.NamespacedName][]*snapshot.EndpointSlice, uint64) {
+// and their versions.
+func (x *backendIndex) handOut() (map[types.NamespacedName]*snapshot.Service, map[types.NamespacedName][]*snapshot.EndpointSlice, versions) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	x.servicesOut, x.slicesOut = true, true
-	return x.services, x.slices, x.version
+	return x.services, x.slices, versions{x.version, x.clusterIPsVersion}
 }
+
+// versions are an index's versions of its backends and cluster IPs.
+type versions struct{ backends, clusterIPs uint64 }
 
 // put records a Service or an EndpointSlice as the cache now holds it;
 // old is its previous version (nil when added).
@@ -49,6 +54,9 @@ func (x *backendIndex) put(old, obj any) {
 	switch o := obj.(type) {
 	case *snapshot.Service:
 		x.writableServices()
+		if !slices.Equal(clusterIPs(old), clusterIPs(o)) {
+			x.clusterIPsVersion++
+		}
 		x.services[o.Key()] = o
 	case *snapshot.EndpointSlice:
 		x.writableSlices()
@@ -69,6 +77,9 @@ func (x *backendIndex) remove(obj any) {
 	switch o := obj.(type) {
 	case *snapshot.Service:
 		x.writableServices()
+		if hasClusterIP(o) {
+			x.clusterIPsVersion++
+		}
 		delete(x.services, o.Key())
 	case *snapshot.EndpointSlice:
 		x.writableSlices()

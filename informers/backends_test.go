@@ -33,7 +33,7 @@ func TestBackendIndexNeverChangesWhatASnapshotHolds(t *testing.T) {
 	x.put(nil, s1)
 	x.put(nil, svc("gone", "1"))
 	var first state
-	var v1, v2 uint64
+	var v1, v2 versions
 	first.services, first.slices, v1 = x.handOut()
 	if _, _, again := x.handOut(); again != v1 {
 		t.Errorf("nothing changed, yet the version went %d -> %d", v1, again)
@@ -52,8 +52,8 @@ func TestBackendIndexNeverChangesWhatASnapshotHolds(t *testing.T) {
 	x.remove(s2)
 	var second state
 	second.services, second.slices, v2 = x.handOut()
-	if v2 == v1 {
-		t.Errorf("the version stayed %d through changes", v1)
+	if v2.backends == v1.backends || v2.clusterIPs != v1.clusterIPs {
+		t.Errorf("versions %+v -> %+v through changes of no cluster IP: want only the backends' to move", v1, v2)
 	}
 	want2 := state{map[types.NamespacedName]*snapshot.Service{key("a"): a2},
 		map[types.NamespacedName][]*snapshot.EndpointSlice{key("a"): {s3}, key("b"): {s1b}}}
@@ -69,4 +69,26 @@ func TestBackendIndexNeverChangesWhatASnapshotHolds(t *testing.T) {
 	if _, ok := third[key("a")]; ok {
 		t.Errorf("a Service without slices still listed: %v", third)
 	}
+
+	// A Service given cluster IPs, then another set, then deleted: each
+	// moves the cluster IPs' version; a change of its ports does not.
+	withIPs := func(rv string, ips ...string) *snapshot.Service {
+		s := svc("db", rv)
+		s.ClusterIPs = ips
+		return s
+	}
+	_, _, last := x.handOut()
+	step := func(what string, change func(), moves bool) {
+		t.Helper()
+		change()
+		_, _, now := x.handOut()
+		if moved := now.clusterIPs != last.clusterIPs; moved != moves {
+			t.Errorf("%s: cluster IPs' version moved %v, want %v", what, moved, moves)
+		}
+		last = now
+	}
+	step("created with a cluster IP", func() { x.put(nil, withIPs("1", "10.96.0.7")) }, true)
+	step("its ports changed", func() { x.put(withIPs("1", "10.96.0.7"), withIPs("2", "10.96.0.7")) }, false)
+	step("another cluster IP", func() { x.put(withIPs("2", "10.96.0.7"), withIPs("3", "10.96.0.8")) }, true)
+	step("deleted", func() { x.remove(withIPs("3", "10.96.0.8")) }, true)
 }

@@ -390,13 +390,13 @@ func (c *Cache) Snapshot(kong snapshot.Kong) (*snapshot.Snapshot, error) {
 	if objs.ReferenceGrants, err = c.grants.List(everything); err != nil {
 		return nil, err
 	}
-	var backendsVersion uint64
-	objs.Services, objs.EndpointSlices, backendsVersion = c.serviceIndex.handOut()
+	var backendVersions versions
+	objs.Services, objs.EndpointSlices, backendVersions = c.serviceIndex.handOut()
 	if objs.Namespaces, err = c.namespaces.List(everything); err != nil {
 		return nil, err
 	}
 	s := objs.Build(c.scope.ControllerName, c.scope.Gateways, c.scope.PublishService, kong)
-	s.BackendsVersion = backendsVersion
+	s.BackendsVersion, s.ClusterIPsVersion = backendVersions.backends, backendVersions.clusterIPs
 	s.ServiceUpstream = c.scope.ServiceUpstream
 	if c.hasPodScope {
 		if s.Pods, err = c.pods.Pods(c.scope.PodNamespace).List(everything); err != nil {

@@ -111,7 +111,10 @@ type Snapshot struct {
 	// snapshots of one cache with the same version (not 0) hold the same
 	// ones (the caches count their changes; 0 is unknown).
 	BackendsVersion uint64
-	Namespaces      map[string]*corev1.Namespace
+	// ClusterIPsVersion likewise names the Services' cluster IPs: the same
+	// version (not 0) is the same Services at the same cluster IPs.
+	ClusterIPsVersion uint64
+	Namespaces        map[string]*corev1.Namespace
 	// Secrets are the TLS Secrets that listeners reference, as read; a
 	// Secret in SecretProblems is not here.
 	Secrets map[types.NamespacedName]*corev1.Secret

@@ -2,6 +2,7 @@ package translate
 
 import (
 	"cmp"
+	"hash/fnv"
 	"maps"
 	"net/netip"
 	"reflect"
@@ -91,6 +92,10 @@ type sharedInputs struct {
 	allowExternalName bool
 	externalNames     map[string]snapshot.Resolution
 	kongPodIPs        []string
+	// clusterIPs names every Service's cluster IPs, which any route's
+	// endpoints are checked against (forbiddenTarget): the caches'
+	// ClusterIPsVersion, else a digest of them.
+	clusterIPs uint64
 	// What decides the TLS to backends.
 	backendTLS        []*gwv1.BackendTLSPolicy
 	configMaps        map[types.NamespacedName]*corev1.ConfigMap
@@ -109,6 +114,7 @@ func sharedInputsOf(s *snapshot.Snapshot, refused Refusals) sharedInputs {
 		in.pod = s.Pod.UID
 	}
 	in.allowExternalName, in.externalNames, in.kongPodIPs = s.AllowExternalName, maps.Clone(s.ExternalNames), kongPodIPs(s)
+	in.clusterIPs = clusterIPsIdentity(s)
 	in.backendTLS, in.configMaps, in.configMapProblems = slices.Clone(s.BackendTLSPolicies), maps.Clone(s.ConfigMaps), maps.Clone(s.ConfigMapProblems)
 	return in
 }
@@ -121,9 +127,27 @@ func (a sharedInputs) equal(b sharedInputs) bool {
 		a.publishService == b.publishService && a.pod == b.pod && a.serviceUpstream == b.serviceUpstream &&
 		maps.Equal(a.refused, b.refused) && reflect.DeepEqual(a.kong, b.kong) &&
 		a.allowExternalName == b.allowExternalName && maps.EqualFunc(a.externalNames, b.externalNames, sameResolution) &&
-		slices.Equal(a.kongPodIPs, b.kongPodIPs) &&
+		slices.Equal(a.kongPodIPs, b.kongPodIPs) && a.clusterIPs == b.clusterIPs &&
 		slices.EqualFunc(a.backendTLS, b.backendTLS, sameSpec) && maps.Equal(a.configMaps, b.configMaps) &&
 		maps.Equal(a.configMapProblems, b.configMapProblems)
+}
+
+// clusterIPsIdentity is the snapshot's ClusterIPsVersion, or, when it has
+// none (offline), an order-free digest of which Service holds which cluster
+// IP. The high bit tells the two apart.
+func clusterIPsIdentity(s *snapshot.Snapshot) uint64 {
+	if s.ClusterIPsVersion != 0 {
+		return s.ClusterIPsVersion &^ (1 << 63)
+	}
+	var sum uint64
+	for key, svc := range s.Services {
+		for _, ip := range svc.ClusterIPs {
+			h := fnv.New64a()
+			h.Write([]byte(key.Namespace + "/" + key.Name + "=" + ip))
+			sum += h.Sum64()
+		}
+	}
+	return sum | 1<<63
 }
 
 func sameResolution(a, b snapshot.Resolution) bool {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -54,7 +55,7 @@ func sameResult(t *testing.T, step string, s *syncer, snap *snapshot.Snapshot, r
 // translation's.
 func TestMemoTrustsTheBackendsVersionOnlyWhileItHolds(t *testing.T) {
 	snap := benchSnapshot(30)
-	snap.BackendsVersion = 7
+	snap.BackendsVersion, snap.ClusterIPsVersion = 7, 1
 	key := types.NamespacedName{Namespace: "ns-4", Name: "svc-4"}
 	var memo syncer
 	sameResult(t, "first", &memo, snap, nil)
@@ -67,6 +68,13 @@ func TestMemoTrustsTheBackendsVersionOnlyWhileItHolds(t *testing.T) {
 	snap.Services[key] = &svc
 	snap.BackendsVersion = 8
 	got := sameResult(t, "a Service changed, a new version", &memo, snap, nil)
+	// The caches count a change of cluster IPs apart: every route's
+	// endpoints are checked against them.
+	snap.Services = maps.Clone(snap.Services)
+	snap.Services[types.NamespacedName{Namespace: "ns-99", Name: "grab"}] = snapshot.ServiceOf(&corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns-99", Name: "grab"}, Spec: corev1.ServiceSpec{ClusterIP: "198.18.0.4"}})
+	snap.BackendsVersion, snap.ClusterIPsVersion = 9, 2
+	sameResult(t, "another namespace's Service takes an endpoint's address", &memo, snap, nil)
 	for _, c := range got.Status.Routes[translate.ObjectRef{Group: gwv1.GroupName, Kind: "HTTPRoute", Namespace: "ns-4", Name: "route-4"}][0].Conditions {
 		if c.Type == "ResolvedRefs" && c.Status != metav1.ConditionFalse {
 			t.Fatalf("the route of the Service without its port: ResolvedRefs %s", c.Status)
@@ -117,6 +125,13 @@ func TestMemoMatchesAFreshTranslation(t *testing.T) {
 			snap.Services[key(4)] = &svc
 		}, true},
 		{"a Service is deleted", func() { delete(snap.Services, key(5)) }, true},
+		// Every route's endpoints are checked against every Service's
+		// cluster IPs: another namespace's Service that takes svc-1's
+		// endpoint address refuses route-1's backend, reused or not.
+		{"another namespace's Service takes an endpoint's address as its ClusterIP", func() {
+			snap.Services[types.NamespacedName{Namespace: "ns-99", Name: "grab"}] = snapshot.ServiceOf(&corev1.Service{
+				ObjectMeta: metav1.ObjectMeta{Namespace: "ns-99", Name: "grab"}, Spec: corev1.ServiceSpec{ClusterIP: "198.18.0.4"}})
+		}, false},
 		{"a route splits its traffic", func() {
 			r := snap.HTTPRoutes[6].DeepCopy()
 			second := r.Spec.Rules[0].BackendRefs[0]
