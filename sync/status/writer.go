@@ -113,6 +113,13 @@ type task func(context.Context) (bool, error)
 // Write brings every object of the snapshot to the desired status. The
 // snapshot's objects are the current state; they are copied, never changed.
 func (w *Writer) Write(ctx context.Context, snap *snapshot.Snapshot, desired translate.Status) (Result, error) {
+	sets := w.listenerSetGateways(snap)
+	// Passes without the lead count too: another leader may write
+	// meanwhile, so what this writer settled or kept from its own writes
+	// is no base once it leads again.
+	ownership := w.ownership(snap.ControllerName)
+	w.seen.ownedBy(ownership)
+	pass := w.settled.begin(ownership)
 	if !w.Leading() {
 		return Result{}, nil
 	}
@@ -135,8 +142,7 @@ func (w *Writer) Write(ctx context.Context, snap *snapshot.Snapshot, desired tra
 			tasks = append(tasks, func(ctx context.Context) (bool, error) { return w.writeListenerSet(ctx, current, want, now) })
 		}
 	}
-	owner := parentOwner{w: w, controller: snap.ControllerName, sets: w.listenerSetGateways(snap)}
-	owner.pass = w.settled.begin(w.ownership(snap.ControllerName))
+	owner := parentOwner{w: w, controller: snap.ControllerName, sets: sets, pass: pass}
 	v1 := w.client.GatewayV1()
 	for _, r := range snap.HTTPRoutes {
 		if t := routeTask(owner, r, desired, now, v1.HTTPRoutes); t != nil {
@@ -362,6 +368,25 @@ func update[T any, P interface {
 type versions struct {
 	mu sync.Mutex
 	rv map[string]version
+	// ownership is what the writer owned when it kept the written objects.
+	ownership string
+}
+
+// ownedBy forgets the objects kept from writes when what the writer owns
+// changed (see Writer.ownership).
+func (v *versions) ownedBy(ownership string) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if ownership == v.ownership {
+		return
+	}
+	v.ownership = ownership
+	for key, last := range v.rv {
+		if last.written != nil {
+			last.written = nil
+			v.rv[key] = last
+		}
+	}
 }
 
 // version is an object's version as last written or read (rv) and, when

@@ -274,6 +274,61 @@ func TestWriterWritesAGatewayAgainWhileTheCacheLags(t *testing.T) {
 	}
 }
 
+// TestWriterForgetsWhatItWroteWhenItLostTheLead: a writer that lost the
+// lead of a Gateway, while another wrote its status, and leads again with
+// a cache still at the version before its own last write, reads the
+// Gateway afresh rather than taking its own last write as the object (a
+// reviewer's sequence): the status ends as this writer wants it.
+func TestWriterForgetsWhatItWroteWhenItLostTheLead(t *testing.T) {
+	cached := &gwv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: bound.Namespace, Name: bound.Name, ResourceVersion: "1"}}
+	client := fake.NewSimpleClientset() // NewClientset's field manager knows no Gateway resource
+	if _, err := client.GatewayV1().Gateways(bound.Namespace).Create(context.Background(), cached, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	version := 1
+	client.PrependReactor("update", "gateways", func(act k8stesting.Action) (bool, runtime.Object, error) {
+		obj := act.(k8stesting.UpdateAction).GetObject().(metav1.Object)
+		if obj.GetResourceVersion() != strconv.Itoa(version) {
+			return true, nil, apierrors.NewConflict(schema.GroupResource{Group: gwv1.GroupName, Resource: "gateways"}, bound.Name, nil)
+		}
+		version++
+		obj.SetResourceVersion(strconv.Itoa(version))
+		return false, nil, nil
+	})
+	leading := true
+	w := NewWriter(client, []types.NamespacedName{bound}, func(types.NamespacedName) bool { return leading }, func() time.Time { return t1 })
+	snap := &snapshot.Snapshot{ControllerName: ours, Gateways: []*gwv1.Gateway{cached}}
+	want := translate.Status{Gateways: map[types.NamespacedName]gwv1.GatewayStatus{bound: {
+		Listeners: []gwv1.ListenerStatus{{Name: "http", AttachedRoutes: 1}}}}}
+	if res, err := w.Write(context.Background(), snap, want); err != nil || res.Writes != 1 {
+		t.Fatalf("first write: %+v, %v", res, err)
+	}
+	leading = false
+	if _, err := w.Write(context.Background(), snap, want); err != nil {
+		t.Fatal(err)
+	}
+	// The other leader writes its own view meanwhile.
+	other, err := client.GatewayV1().Gateways(bound.Namespace).Get(context.Background(), bound.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other.Status.Listeners = []gwv1.ListenerStatus{{Name: "http", AttachedRoutes: 7}}
+	if _, err := client.GatewayV1().Gateways(bound.Namespace).UpdateStatus(context.Background(), other, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	leading = true
+	if res, err := w.Write(context.Background(), snap, want); err != nil || res.Writes != 1 {
+		t.Fatalf("the lead back: %+v, %v; want one write", res, err)
+	}
+	g, err := client.GatewayV1().Gateways(bound.Namespace).Get(context.Background(), bound.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.Status.Listeners[0].AttachedRoutes != 1 {
+		t.Fatalf("attachedRoutes %d, want 1", g.Status.Listeners[0].AttachedRoutes)
+	}
+}
+
 // TestWriterRemovesEntriesOfADeletedListenerSet: once a ListenerSet is
 // gone, the entries konglet wrote for it on routes are removed.
 func TestWriterRemovesEntriesOfADeletedListenerSet(t *testing.T) {
