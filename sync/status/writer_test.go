@@ -221,20 +221,17 @@ func TestWriterTrustsACacheBehindItsOwnWriteWhenNothingChanged(t *testing.T) {
 	}
 }
 
-// TestWriterWritesAGatewayAgainWhileTheCacheLags: a Gateway written on one
-// sync and changed again on the next (attachedRoutes follows every route
-// created), while the cache still shows the version before the first
-// write, is written on the object that write returned: no read, no
-// conflict, and the conditions keep their lastTransitionTime.
-func TestWriterWritesAGatewayAgainWhileTheCacheLags(t *testing.T) {
-	cached := &gwv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: bound.Namespace, Name: bound.Name, ResourceVersion: "1"}}
+// versionedGateway is the bound Gateway, at version 1, in a client that,
+// as the API server does, refuses a write at another version than the
+// stored one (a conflict) and counts versions up.
+func versionedGateway(t *testing.T) (*gwv1.Gateway, *fake.Clientset) {
+	t.Helper()
+	gw := &gwv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: bound.Namespace, Name: bound.Name, ResourceVersion: "1"}}
 	client := fake.NewSimpleClientset() // NewClientset's field manager knows no Gateway resource
-	if _, err := client.GatewayV1().Gateways(bound.Namespace).Create(context.Background(), cached, metav1.CreateOptions{}); err != nil {
+	if _, err := client.GatewayV1().Gateways(bound.Namespace).Create(context.Background(), gw, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	version := 1
-	// As the API server does: a write at another version than the stored
-	// one is a conflict.
 	client.PrependReactor("update", "gateways", func(act k8stesting.Action) (bool, runtime.Object, error) {
 		obj := act.(k8stesting.UpdateAction).GetObject().(metav1.Object)
 		if obj.GetResourceVersion() != strconv.Itoa(version) {
@@ -244,6 +241,16 @@ func TestWriterWritesAGatewayAgainWhileTheCacheLags(t *testing.T) {
 		obj.SetResourceVersion(strconv.Itoa(version))
 		return false, nil, nil
 	})
+	return gw, client
+}
+
+// TestWriterWritesAGatewayAgainWhileTheCacheLags: a Gateway written on one
+// sync and changed again on the next (attachedRoutes follows every route
+// created), while the cache still shows the version before the first
+// write, is written on the object that write returned: no read, no
+// conflict, and the conditions keep their lastTransitionTime.
+func TestWriterWritesAGatewayAgainWhileTheCacheLags(t *testing.T) {
+	cached, client := versionedGateway(t)
 	now := t1
 	w := NewWriter(client, []types.NamespacedName{bound}, nil, func() time.Time { return now })
 	snap := &snapshot.Snapshot{ControllerName: ours, Gateways: []*gwv1.Gateway{cached}}
@@ -280,21 +287,7 @@ func TestWriterWritesAGatewayAgainWhileTheCacheLags(t *testing.T) {
 // Gateway afresh rather than taking its own last write as the object (a
 // reviewer's sequence): the status ends as this writer wants it.
 func TestWriterForgetsWhatItWroteWhenItLostTheLead(t *testing.T) {
-	cached := &gwv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: bound.Namespace, Name: bound.Name, ResourceVersion: "1"}}
-	client := fake.NewSimpleClientset() // NewClientset's field manager knows no Gateway resource
-	if _, err := client.GatewayV1().Gateways(bound.Namespace).Create(context.Background(), cached, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	version := 1
-	client.PrependReactor("update", "gateways", func(act k8stesting.Action) (bool, runtime.Object, error) {
-		obj := act.(k8stesting.UpdateAction).GetObject().(metav1.Object)
-		if obj.GetResourceVersion() != strconv.Itoa(version) {
-			return true, nil, apierrors.NewConflict(schema.GroupResource{Group: gwv1.GroupName, Resource: "gateways"}, bound.Name, nil)
-		}
-		version++
-		obj.SetResourceVersion(strconv.Itoa(version))
-		return false, nil, nil
-	})
+	cached, client := versionedGateway(t)
 	leading := true
 	w := NewWriter(client, []types.NamespacedName{bound}, func(types.NamespacedName) bool { return leading }, func() time.Time { return t1 })
 	snap := &snapshot.Snapshot{ControllerName: ours, Gateways: []*gwv1.Gateway{cached}}
