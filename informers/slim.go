@@ -146,13 +146,14 @@ func (c *Cache) slimEndpointSlice(es *discoveryv1.EndpointSlice) *snapshot.Endpo
 // slimPod keeps what konglet reads of the Pods of its namespace: their IPs
 // (never a route's backend), their conditions (a peer's load, for
 // Programmed), labels (which Service selects konglet's own Pod) and
-// container ports (Kong's listens); in place, like slimService. A Kong Pod
-// carries much more (environment, volumes, probes, container statuses),
-// and every replica caches every Pod of its namespace.
+// container ports (Kong's listens). A Kong Pod carries much more
+// (environment, volumes, probes, container statuses), and every replica
+// caches every Pod of its namespace. It slims the decoded object in place:
+// a copy would allocate the large struct again.
 func slimPod(p *corev1.Pod) *corev1.Pod {
-	uid, labels := p.UID, p.Labels
-	p.ObjectMeta = slimMeta(p.ObjectMeta)
-	p.UID, p.Labels = uid, labels
+	m := p.ObjectMeta
+	p.ObjectMeta = metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace, UID: m.UID, ResourceVersion: m.ResourceVersion,
+		Generation: m.Generation, Labels: m.Labels, CreationTimestamp: m.CreationTimestamp, DeletionTimestamp: m.DeletionTimestamp}
 	containers := make([]corev1.Container, len(p.Spec.Containers))
 	for i, ctr := range p.Spec.Containers {
 		containers[i] = corev1.Container{Name: ctr.Name, Ports: ctr.Ports}
@@ -161,25 +162,3 @@ func slimPod(p *corev1.Pod) *corev1.Pod {
 	p.Status = corev1.PodStatus{PodIPs: p.Status.PodIPs, Conditions: p.Status.Conditions}
 	return p
 }
-
-// slimMeta is the metadata the cache and konglet read of a Service, an
-// EndpointSlice or a Pod (labels, annotations and the UID are picked by the
-// caller).
-func slimMeta(m metav1.ObjectMeta) metav1.ObjectMeta {
-	return metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace, ResourceVersion: m.ResourceVersion, Generation: m.Generation,
-		CreationTimestamp: m.CreationTimestamp, DeletionTimestamp: m.DeletionTimestamp}
-}
-
-// shared replaces a decoded *bool (one allocation each) by one of two
-// package-wide values: cached objects are never modified.
-func shared(b *bool) *bool {
-	switch {
-	case b == nil:
-		return nil
-	case *b:
-		return &sharedTrue
-	}
-	return &sharedFalse
-}
-
-var sharedTrue, sharedFalse = true, false
