@@ -238,3 +238,39 @@ func TestEncoderMatchesMarshal(t *testing.T) {
 	c.Services[0].Routes[0].Plugins = nil
 	check("after an error")
 }
+
+// TestStringsMatchEncodingJSON puts each byte that a JSON string may not
+// hold as it is (and multi-byte runes, valid and not) at every position of
+// strings long enough for the eight-byte skip, and holds the encoder to
+// encoding/json on each.
+func TestStringsMatchEncodingJSON(t *testing.T) {
+	specials := []string{"\x00", "\x1f", "\x7f", "\"", "\\", "\n", "é", "\u2028", "\xff", "💡", "\xe2\x80"}
+	for _, sp := range specials {
+		for n := range 20 {
+			for at := 0; at <= n; at++ {
+				checkString(t, strings.Repeat("a", at)+sp+strings.Repeat("b", n-at))
+			}
+		}
+	}
+}
+
+func FuzzStringsMatchEncodingJSON(f *testing.F) {
+	f.Add("(lower(http.host) == \"app-1.example.com\") && (http.path ^= \"/api/v1/\")")
+	f.Add("0123456789abcdef\x80\x00")
+	f.Fuzz(func(t *testing.T, s string) { checkString(t, s) })
+}
+
+func checkString(t *testing.T, s string) {
+	t.Helper()
+	var want bytes.Buffer
+	enc := json.NewEncoder(&want)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(s); err != nil {
+		t.Fatal(err)
+	}
+	var e encoder
+	e.str(s)
+	if w := bytes.TrimSuffix(want.Bytes(), []byte("\n")); !bytes.Equal(e.buf, w) {
+		t.Errorf("%q: got %s, want %s", s, e.buf, w)
+	}
+}
