@@ -95,6 +95,10 @@ type Loop struct {
 	now     func() time.Time
 
 	loading atomic.Bool // a load is in flight
+	// syncing tells whether a sync runs, and syncs is signalled when one
+	// starts or ends: status writes wait for the syncs to pause.
+	syncing atomic.Bool
+	syncs   chan struct{}
 
 	mu sync.Mutex
 	// state is what this replica knows of its Kong, which its Pod
@@ -133,7 +137,7 @@ func New(cache Cache, kong Kong, writer StatusWriter, pods PodReporter, events E
 		opts.MaxBackoff = 30 * time.Second
 	}
 	l := &Loop{cache: cache, kong: kong, status: writer, pods: pods, events: events, log: log, metrics: metrics, opts: opts, now: time.Now, refusals: refusals{},
-		statuses: make(chan statusJob, 1), podStates: make(chan []corev1.PodCondition, 1)}
+		statuses: make(chan statusJob, 1), syncs: make(chan struct{}, 1), podStates: make(chan []corev1.PodCondition, 1)}
 	return l
 }
 
@@ -364,6 +368,13 @@ func (l *Loop) writeStatuses(ctx context.Context) {
 		if l.status == nil {
 			continue
 		}
+		if l.syncsPause(ctx) != nil {
+			return
+		}
+		select {
+		case job = <-l.statuses: // newer ones came meanwhile
+		default:
+		}
 		res, err := l.status.Write(ctx, job.snap, job.status)
 		l.metrics.statusWrites.Add(float64(res.Writes))
 		if err != nil && ctx.Err() == nil {
@@ -371,6 +382,46 @@ func (l *Loop) writeStatuses(ctx context.Context) {
 			l.log.Error("writing statuses; retrying", "error", err.Error(), "retry_in", statusRetry.String())
 			time.AfterFunc(statusRetry, l.cache.Notify)
 		}
+	}
+}
+
+// Status writes yield to syncs: on a Pod of two cores, the API requests
+// of a write, and the watch events they cause, slowed the next change's
+// way to Kong by a third. A write waits until no sync has run for
+// statusQuiet, but no longer than statusMaxDelay.
+const (
+	statusQuiet    = 30 * time.Millisecond
+	statusMaxDelay = 500 * time.Millisecond
+)
+
+// syncsPause returns once no sync has run for statusQuiet, or
+// statusMaxDelay after it was called, or with ctx's error when ctx ends.
+func (l *Loop) syncsPause(ctx context.Context) error {
+	deadline := time.Now().Add(statusMaxDelay)
+	for {
+		// settle sees no signal during a long sync: it is waited out.
+		if err := settle(ctx, l.waitSync, statusQuiet, time.Until(deadline)); err != nil {
+			return err
+		}
+		if !l.syncing.Load() || !time.Now().Before(deadline) {
+			return nil
+		}
+	}
+}
+
+func (l *Loop) signalSync() {
+	select {
+	case l.syncs <- struct{}{}:
+	default:
+	}
+}
+
+func (l *Loop) waitSync(ctx context.Context) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-l.syncs:
+		return nil
 	}
 }
 
@@ -471,6 +522,12 @@ const maxRefusalRounds = 5
 
 // Sync runs one translation, load and status write.
 func (l *Loop) Sync(ctx context.Context) error {
+	l.syncing.Store(true)
+	l.signalSync()
+	defer func() {
+		l.syncing.Store(false)
+		l.signalSync()
+	}()
 	start := l.now()
 	defer func() { l.metrics.syncDuration.Observe(l.now().Sub(start).Seconds()) }()
 	info, kongErr := l.kong.Info(ctx)

@@ -1,0 +1,144 @@
+package reconcile
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/konglet/konglet/sync/snapshot"
+	"github.com/konglet/konglet/sync/status"
+	"github.com/konglet/konglet/sync/translate"
+)
+
+// slowKong takes loadTime over each load, as a Kong with a large
+// configuration does, and tells whether a load is in flight.
+type slowKong struct {
+	fakeKong
+	loadTime time.Duration
+	mu       sync.Mutex
+	inLoad   atomic.Bool
+	loads    atomic.Int32
+}
+
+func (k *slowKong) Load(ctx context.Context, doc []byte) error {
+	k.loads.Add(1)
+	k.inLoad.Store(true)
+	defer k.inLoad.Store(false)
+	time.Sleep(k.loadTime) // Kong's own work, not a wait for the test
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.fakeKong.Load(ctx, doc)
+}
+
+func (k *slowKong) ConfigHash(ctx context.Context) (string, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.fakeKong.ConfigHash(ctx)
+}
+
+// timedWriter leads and notes when each write came and whether Kong was
+// loading then.
+type timedWriter struct {
+	kong       *slowKong
+	mu         sync.Mutex
+	at         []time.Time
+	duringLoad int
+}
+
+func (w *timedWriter) Write(context.Context, *snapshot.Snapshot, translate.Status) (status.Result, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.at = append(w.at, time.Now())
+	if w.kong.inLoad.Load() {
+		w.duringLoad++
+	}
+	return status.Result{}, nil
+}
+func (w *timedWriter) Leading() bool { return true }
+
+func (w *timedWriter) writes() (at []time.Time, duringLoad int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]time.Time(nil), w.at...), w.duringLoad
+}
+
+func statusLoop(t *testing.T, kong *slowKong) (*Loop, *timedWriter, *fakeCache, context.Context) {
+	cache := &fakeCache{}
+	cache.set(t, budgetBase+service("a")+route("a", "r", 1, 1))
+	w := &timedWriter{kong: kong}
+	l := New(cache, kong, w, nil, nil, slog.New(slog.NewTextHandler(io.Discard, nil)), NewMetrics(prometheus.NewRegistry()), Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go l.writeStatuses(ctx)
+	return l, w, cache, ctx
+}
+
+// TestStatusWritesWaitOutALongSync: statuses offered just before a sync
+// that loads longer than statusQuiet are written after it, not while
+// Kong loads.
+func TestStatusWritesWaitOutALongSync(t *testing.T) {
+	kong := &slowKong{loadTime: 4 * statusQuiet}
+	l, w, cache, ctx := statusLoop(t, kong)
+	if err := l.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// A change right after: the second sync loads too.
+	cache.set(t, budgetBase+service("a")+route("a", "r", 1, 2))
+	if err := l.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if kong.loads.Load() != 2 {
+		t.Fatalf("%d loads, want 2", kong.loads.Load())
+	}
+	if !poll(10*time.Second, func() bool { at, _ := w.writes(); return len(at) > 0 }) {
+		t.Fatal("no status write after the syncs ended")
+	}
+	if _, during := w.writes(); during > 0 {
+		t.Errorf("%d status writes while Kong loaded", during)
+	}
+}
+
+// TestStatusWritesWaitForSyncsToPauseButNotForever: while syncs follow
+// each other, the statuses wait statusMaxDelay, then are written.
+func TestStatusWritesWaitForSyncsToPauseButNotForever(t *testing.T) {
+	kong := &slowKong{}
+	l, w, _, ctx := statusLoop(t, kong)
+	var firstOffer time.Time
+	for {
+		if err := l.Sync(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if firstOffer.IsZero() {
+			firstOffer = time.Now()
+		}
+		if at, _ := w.writes(); len(at) > 0 {
+			if waited := at[0].Sub(firstOffer); waited < statusMaxDelay-statusQuiet {
+				t.Errorf("statuses written %v after they were offered, while syncs went on: want about %v", waited, statusMaxDelay)
+			}
+			return
+		}
+		if time.Since(firstOffer) > 10*time.Second {
+			t.Fatal("no status write within 10s while syncs went on")
+		}
+	}
+}
+
+// poll tells whether cond held within limit, looking every millisecond.
+func poll(limit time.Duration, cond func() bool) bool {
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	deadline := time.Now().Add(limit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		<-tick.C
+	}
+	return true
+}
