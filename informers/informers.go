@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -89,6 +90,8 @@ type Cache struct {
 	externalNames *ExternalNames
 	// intern shares the values that recur across routes (see transform).
 	intern *interner
+	// snapshotting serializes Snapshot.
+	snapshotting sync.Mutex
 }
 
 // New sets up the informers; Start runs them.
@@ -355,9 +358,20 @@ func (c *Cache) WaitForSync(ctx context.Context) bool {
 }
 
 // Snapshot is a read-only view of the caches. The objects are the cache's
-// own: the translation must not modify them (and does not). It starts and
-// stops Secret watchers, so it runs after Start and from one goroutine.
+// own: the translation must not modify them (and does not). It runs after
+// Start.
+//
+// It also records what the view names: the Services whose events wake a
+// sync (backends), the Secrets and ConfigMaps to watch, the external names
+// to resolve. The sync loop and the status leader's peer watch call it
+// concurrently, so calls take turns: the one that reads the caches last
+// records last, and an older view never takes back what a newer one named.
+// A call may thus wait out another's namedWait for new watchers (seconds
+// at most, and rare): without its turn it would not wait for them, and
+// would report their objects unread.
 func (c *Cache) Snapshot(kong snapshot.Kong) (*snapshot.Snapshot, error) {
+	c.snapshotting.Lock()
+	defer c.snapshotting.Unlock()
 	everything := labels.Everything()
 	var objs snapshot.Objects
 	var err error

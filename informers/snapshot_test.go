@@ -3,19 +3,24 @@ package informers
 import (
 	"context"
 	"fmt"
+	goruntime "runtime"
 	"slices"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gwfake "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned/fake"
+	gwlisters "sigs.k8s.io/gateway-api/pkg/client/listers/apis/v1"
 
 	"github.com/konglet/konglet/sync/snapshot"
 )
@@ -68,33 +73,38 @@ func TestSnapshotListsInAFixedOrder(t *testing.T) {
 	check("EndpointSlices", eps, 8)
 }
 
+// backendRoute is an HTTPRoute of namespace app, on the Gateway of that
+// name in namespace kong, to Service backend.
+func backendRoute(name, gateway, backend string) *gwv1.HTTPRoute {
+	return &gwv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: name}, Spec: gwv1.HTTPRouteSpec{
+		CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{{Name: gwv1.ObjectName(gateway), Namespace: ptr(gwv1.Namespace("kong"))}}},
+		Rules: []gwv1.HTTPRouteRule{{BackendRefs: []gwv1.HTTPBackendRef{{BackendRef: gwv1.BackendRef{
+			BackendObjectReference: gwv1.BackendObjectReference{Name: gwv1.ObjectName(backend)}}}}}}}}
+}
+
+// cachedSlice is an EndpointSlice of a Service as the caches keep it (and
+// the handlers see it).
+func cachedSlice(ns, service string) *snapshot.EndpointSlice {
+	return snapshot.EndpointSliceOf(&discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: service + "-1",
+		Labels: map[string]string{discoveryv1.LabelServiceName: service}}}, false)
+}
+
 // TestOnlyServicesRoutesNameWakeASync: once a snapshot has shown which
 // Services routes of the bound Gateway name, a change to another Service or
 // its EndpointSlices wakes nothing; one to a named Service, to konglet's own
 // namespace or to a route of the Gateway does, and one to a route of
 // another Gateway does not.
 func TestOnlyServicesRoutesNameWakeASync(t *testing.T) {
-	httpRoute := func(name, gateway, backend string) *gwv1.HTTPRoute {
-		return &gwv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: name}, Spec: gwv1.HTTPRouteSpec{
-			CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{{Name: gwv1.ObjectName(gateway), Namespace: ptr(gwv1.Namespace("kong"))}}},
-			Rules: []gwv1.HTTPRouteRule{{BackendRefs: []gwv1.HTTPBackendRef{{BackendRef: gwv1.BackendRef{
-				BackendObjectReference: gwv1.BackendObjectReference{Name: gwv1.ObjectName(backend)}}}}}}}}
-	}
-	route, other := httpRoute("r", "kong", "web"), httpRoute("o", "another", "batch")
+	route, other := backendRoute("r", "kong", "web"), backendRoute("o", "another", "batch")
 	c, err := New(kubefake.NewClientset(), gwfake.NewClientset(route, other), Scope{ControllerName: snapshot.DefaultControllerName, PodNamespace: "kong",
 		Gateways: []types.NamespacedName{{Namespace: "kong", Name: "kong"}}}, NewTrigger(time.Millisecond, time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The handlers see the objects as the caches keep them.
-	slice := func(ns, service string) *snapshot.EndpointSlice {
-		return snapshot.EndpointSliceOf(&discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: service + "-1",
-			Labels: map[string]string{discoveryv1.LabelServiceName: service}}}, false)
-	}
 	service := func(ns, name string) *snapshot.Service {
 		return snapshot.ServiceOf(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}})
 	}
-	if !c.mayMatter(slice("app", "batch")) {
+	if !c.mayMatter(cachedSlice("app", "batch")) {
 		t.Fatal("before the first snapshot every change must count")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -110,12 +120,12 @@ func TestOnlyServicesRoutesNameWakeASync(t *testing.T) {
 		obj  any
 		want bool
 	}{
-		{slice("app", "web"), true},
-		{slice("app", "batch"), false},
+		{cachedSlice("app", "web"), true},
+		{cachedSlice("app", "batch"), false},
 		{service("app", "batch"), false},
-		{cache.DeletedFinalStateUnknown{Obj: slice("other", "web")}, false},
+		{cache.DeletedFinalStateUnknown{Obj: cachedSlice("other", "web")}, false},
 		{service("app", "web"), true},
-		{slice("kong", "kong-proxy"), true},
+		{cachedSlice("kong", "kong-proxy"), true},
 		{route, true},
 		{other, false},
 	} {
@@ -166,5 +176,112 @@ func TestServicesWithClusterIPsWakeASyncAnywhere(t *testing.T) {
 		if got := woke(); got != tc.want {
 			t.Errorf("%s: woke a sync %v, want %v", tc.name, got, tc.want)
 		}
+	}
+}
+
+// heldRoutes lists the cached HTTPRoutes; the first list after hold is set
+// then waits for release: a snapshot that has read the routes, stopped
+// mid-way.
+type heldRoutes struct {
+	gwlisters.HTTPRouteLister
+	hold          atomic.Bool
+	held, release chan struct{}
+}
+
+func (l *heldRoutes) List(selector labels.Selector) ([]*gwv1.HTTPRoute, error) {
+	routes, err := l.HTTPRouteLister.List(selector)
+	if l.hold.CompareAndSwap(true, false) {
+		close(l.held)
+		<-l.release
+	}
+	return routes, err
+}
+
+// waitsToSnapshot tells whether a goroutine waits for its turn to take a
+// snapshot: it is blocked on a mutex that Snapshot itself locks.
+func waitsToSnapshot() bool {
+	buf := make([]byte, 1<<20)
+	for g := range strings.SplitSeq(string(buf[:goruntime.Stack(buf, true)]), "\n\n") {
+		_, locker, ok := strings.Cut(g, "\nsync.(*Mutex).Lock(")
+		// Each frame is two lines: the function, then its file.
+		if frames := strings.SplitN(locker, "\n", 3); ok && strings.Contains(g, " [sync.Mutex.Lock") && len(frames) == 3 &&
+			strings.HasPrefix(frames[2], "github.com/konglet/konglet/informers.(*Cache).Snapshot(") {
+			return true
+		}
+	}
+	return false
+}
+
+// TestAnOlderSnapshotNeverRecordsAfterANewerOne: the sync loop and the
+// status leader's peer watch take snapshots concurrently. One that read the
+// routes before another must not record what they named after it: changes
+// to the EndpointSlices of the Service the routes name now would wake no
+// sync. (The backends stand for all that Snapshot records.)
+func TestAnOlderSnapshotNeverRecordsAfterANewerOne(t *testing.T) {
+	// Versions as the API server sets them: an update that keeps its
+	// version wakes nothing.
+	route := backendRoute("r", "kong", "web")
+	route.ResourceVersion = "1"
+	gw := gwfake.NewClientset(route)
+	c, err := New(kubefake.NewClientset(), gw, Scope{ControllerName: snapshot.DefaultControllerName,
+		Gateways: []types.NamespacedName{{Namespace: "kong", Name: "kong"}}}, NewTrigger(time.Millisecond, time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c.Start(ctx)
+	if !c.WaitForSync(ctx) {
+		t.Fatal("caches did not sync")
+	}
+	routes := &heldRoutes{HTTPRouteLister: c.httpRoutes, held: make(chan struct{}), release: make(chan struct{})}
+	routes.hold.Store(true)
+	c.httpRoutes = routes
+	take := func(done chan<- error) {
+		_, err := c.Snapshot(snapshot.Kong{})
+		done <- err
+	}
+	older, newer := make(chan error, 1), make(chan error, 1)
+	go take(older)
+	select {
+	case <-routes.held:
+	case err := <-older:
+		t.Fatal("the snapshot ended before listing the routes:", err)
+	}
+
+	// The route moves to Service api; the next snapshot reads that.
+	moved := backendRoute("r", "kong", "api")
+	moved.ResourceVersion = "2"
+	if _, err := gw.GatewayV1().HTTPRoutes("app").Update(ctx, moved, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		cached, err := routes.HTTPRouteLister.HTTPRoutes("app").Get("r")
+		if err == nil && cached.ResourceVersion == moved.ResourceVersion {
+			break
+		}
+		if err := c.Wait(ctx); err != nil {
+			t.Fatal("the moved route never reached the cache:", err)
+		}
+	}
+	go take(newer)
+	// The newer snapshot ends, or waits for the older one to.
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for len(newer) == 0 && !waitsToSnapshot() {
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			t.Fatal("the newer snapshot neither ended nor waited for its turn")
+		}
+	}
+	close(routes.release)
+	for _, done := range []chan error{older, newer} {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !c.mayMatter(cachedSlice("app", "api")) || c.mayMatter(cachedSlice("app", "web")) {
+		t.Error("the older snapshot's backends were recorded last: the EndpointSlices of Service api wake no sync, those of web do")
 	}
 }
