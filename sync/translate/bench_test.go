@@ -107,9 +107,10 @@ func BenchmarkTranslateSync(b *testing.B) {
 	for _, n := range []int{1_000, 3_300, 10_000, 50_000} {
 		b.Run(fmt.Sprintf("routes=%d", n), func(b *testing.B) {
 			snap := benchSnapshot(n)
-			// Only routes change, so the caches keep their version of the
-			// Services and EndpointSlices.
-			snap.BackendsVersion = 1
+			// Only routes change, so the caches keep their versions of the
+			// Services and EndpointSlices, and of the cluster IPs (which
+			// the informers always set).
+			snap.BackendsVersion, snap.ClusterIPsVersion = 1, 1
 			var memo translate.Memo
 			var enc declarative.Encoder
 			if _, _, err := enc.MarshalSizes(memo.Translate(snap, nil).Config); err != nil {
