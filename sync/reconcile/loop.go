@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"maps"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -530,7 +531,26 @@ func (l *Loop) Sync(ctx context.Context) error {
 	}()
 	start := l.now()
 	defer func() { l.metrics.syncDuration.Observe(l.now().Sub(start).Seconds()) }()
-	info, kongErr := l.kong.Info(ctx)
+	// GET / of a busy Kong takes milliseconds: it is asked while the
+	// change is translated for the Kong last seen (Kong's settings change
+	// only when it restarts), and only an answer that differs costs a
+	// second translation.
+	asked := make(chan infoAnswer, 1)
+	go func() {
+		info, err := l.kong.Info(ctx)
+		asked <- infoAnswer{info, err}
+	}()
+	var early *translation
+	var earlyKong snapshot.Kong
+	if l.info != nil {
+		var err error
+		earlyKong = KongFromInfo(*l.info)
+		if early, err = l.translate(earlyKong); err != nil {
+			return err
+		}
+	}
+	answer := <-asked
+	info, kongErr := answer.info, answer.err
 	switch {
 	case kongErr != nil && l.info == nil:
 		l.metrics.kongReachable.Set(0)
@@ -552,24 +572,28 @@ func (l *Loop) Sync(ctx context.Context) error {
 		l.kongNode = info.NodeID
 		l.log.Info("Kong found", "version", info.Version, "node_id", info.NodeID, "router_flavor", info.RouterFlavor)
 	}
-	snap, err := l.cache.Snapshot(KongFromInfo(info))
-	if err != nil {
-		return err
+	if kong := KongFromInfo(info); early == nil || !reflect.DeepEqual(earlyKong, kong) {
+		var err error
+		if early, err = l.translate(kong); err != nil {
+			return err
+		}
 	}
-	l.refusals.forgetChanged(snap)
+	snap := early.snap
 	l.log.Debug("snapshot", "gateways", len(snap.Gateways), "httproutes", len(snap.HTTPRoutes), "services", len(snap.Services),
 		"router", snap.Kong.RouterFlavor, "publish_service", snap.PublishService != nil)
-	var result translate.Result
 	var hash string
 	var loadErr error
 	startedOver := false
+	tr := early
 	for round := 0; ; round++ {
-		result = l.memo.Translate(snap, l.refusals.forTranslation())
-		doc, sizes, err := l.encoder.MarshalSizes(result.Config)
-		if err != nil {
-			return err
+		if round > 0 {
+			var err error
+			if tr, err = l.retranslate(snap); err != nil {
+				return err
+			}
 		}
-		if round < maxRefusalRounds && l.fitBudget(snap, result.Config, doc, sizes) {
+		result, doc := tr.result, tr.doc
+		if round < maxRefusalRounds && l.fitBudget(snap, result.Config, doc, tr.sizes) {
 			l.log.Warn("configuration over budget; routes left out or let back in", "bytes", len(doc), "left_out", l.refusals.describe())
 			continue
 		}
@@ -597,6 +621,7 @@ func (l *Loop) Sync(ctx context.Context) error {
 	}
 	l.metrics.refused.Set(float64(len(l.refusals)))
 	l.announceRefusals(ctx, snap)
+	result := tr.result
 	unusable := l.checkGateways(snap, result.Status)
 	l.mu.Lock()
 	l.state.Newest, l.state.Err, l.state.Unusable = hash, loadErr, unusable
@@ -609,6 +634,40 @@ func (l *Loop) Sync(ctx context.Context) error {
 	l.offerStatus(*l.base, snap)
 	l.offerMu.Unlock()
 	return loadErr
+}
+
+// infoAnswer is Kong's answer to GET /.
+type infoAnswer struct {
+	info admin.Info
+	err  error
+}
+
+// translation is a snapshot's configuration, encoded.
+type translation struct {
+	snap   *snapshot.Snapshot
+	result translate.Result
+	doc    []byte
+	sizes  []int
+}
+
+// translate takes a snapshot for kong and translates it.
+func (l *Loop) translate(kong snapshot.Kong) (*translation, error) {
+	snap, err := l.cache.Snapshot(kong)
+	if err != nil {
+		return nil, err
+	}
+	l.refusals.forgetChanged(snap)
+	return l.retranslate(snap)
+}
+
+// retranslate translates snap with the refusals as they are now.
+func (l *Loop) retranslate(snap *snapshot.Snapshot) (*translation, error) {
+	result := l.memo.Translate(snap, l.refusals.forTranslation())
+	doc, sizes, err := l.encoder.MarshalSizes(result.Config)
+	if err != nil {
+		return nil, err
+	}
+	return &translation{snap, result, doc, sizes}, nil
 }
 
 // checkGateways tells, loudly (log, metric, Pod condition), about bound
