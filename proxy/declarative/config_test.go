@@ -274,3 +274,50 @@ func checkString(t *testing.T, s string) {
 		t.Errorf("%q: got %s, want %s", s, e.buf, w)
 	}
 }
+
+// TestPartsThatOutgrowTheirPlaceStillMatch: a first sync's parts are
+// encoded in their places of one buffer, sized by hints; a part larger
+// than its place (an entity far larger than its hint, in the first, a
+// middle or the last part, of either list) must not overwrite the parts
+// after it.
+func TestPartsThatOutgrowTheirPlaceStillMatch(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4))
+	const n = 4*minPerPart + 3
+	// From more than a place to more than the whole buffer.
+	for _, size := range []int{100 << 10, 300 << 10, 600 << 10, 1 << 20} {
+		huge := strings.Repeat("h", size)
+		for _, at := range []int{0, n / 2, n - 1} {
+			for _, list := range []string{"services", "upstreams", "both"} {
+				c := &Config{FormatVersion: FormatVersion}
+				for i := range n {
+					name := fmt.Sprintf("svc-%04d", i)
+					c.Services = append(c.Services, &Service{Name: name, Host: "h", Routes: []*Route{{Name: name + ".r", Expression: `http.path == "/"`}}})
+					c.Upstreams = append(c.Upstreams, &Upstream{Name: name, Targets: []*Target{{ID: name, Target: "10.0.0.1:80", Weight: 100}}})
+				}
+				if list != "upstreams" {
+					c.Services[at].Host = huge
+				}
+				if list != "services" {
+					c.Upstreams[at].Tags = []string{huge}
+				}
+				var want bytes.Buffer
+				enc := json.NewEncoder(&want)
+				enc.SetEscapeHTML(false)
+				if err := enc.Encode(c); err != nil {
+					t.Fatal(err)
+				}
+				var e Encoder
+				got, _, err := e.MarshalSizes(c)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if w := bytes.TrimSuffix(want.Bytes(), []byte("\n")); !bytes.Equal(got, w) {
+					t.Fatalf("an entity of %d bytes at %d of the %s: the document differs from encoding/json's (%d and %d bytes)", size, at, list, len(got), len(w))
+				}
+				if cap(got) > len(got)+len(got)/16 {
+					t.Fatalf("an entity of %d bytes at %d of the %s: the Encoder keeps a %d-byte buffer for a %d-byte document", size, at, list, cap(got), len(got))
+				}
+			}
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"unicode/utf8"
 )
@@ -85,12 +86,31 @@ func marshal(c *Config, enc *Encoder) (doc []byte, serviceSizes []int, err error
 		})
 	}
 	// The long lists are encoded first where they are mostly new (a
-	// first sync's), so that the document is allocated at their size.
-	serviceParts := encodeParts(c.Services, (*encoder).service, serviceHint, previous, serviceSpans)
-	upstreamParts := encodeParts(c.Upstreams, (*encoder).upstream, upstreamHint, previous, upstreamSpans)
-	e := encoder{buf: make([]byte, 0, sizeHint(c, serviceSpans, upstreamSpans, serviceParts, upstreamParts))}
-	e.raw(`{"_format_version":`)
-	e.str(c.FormatVersion)
+	// first sync's), in parts, into the document's own buffer when the
+	// services are: each part at a place of its hinted size, moved
+	// together after. Otherwise the document is allocated at the size of
+	// the parts and the hints of the rest.
+	servicePlan := partsOf(c.Services, serviceHint, serviceSpans)
+	upstreamPlan := partsOf(c.Upstreams, upstreamHint, upstreamSpans)
+	var head encoder
+	head.raw(`{"_format_version":`)
+	head.str(c.FormatVersion)
+	var e encoder
+	if servicePlan != nil {
+		after := tailHint(c)
+		if upstreamPlan == nil {
+			after += listHint(c.Upstreams, upstreamHint, upstreamSpans, nil)
+		}
+		e.buf = inOneBuffer(len(head.buf)+len(`,"services":[`), servicePlan, len(`],"upstreams":[`), upstreamPlan, after)
+	}
+	serviceParts := encodeParts(c.Services, (*encoder).service, previous, serviceSpans, servicePlan)
+	upstreamParts := encodeParts(c.Upstreams, (*encoder).upstream, previous, upstreamSpans, upstreamPlan)
+	if hint := sizeHint(c, serviceSpans, upstreamSpans, serviceParts, upstreamParts); e.buf == nil {
+		e.buf = make([]byte, 0, hint)
+	} else {
+		e.sharedCap = hint
+	}
+	e.buf = append(e.buf, head.buf...)
 	longList(&e, "services", c.Services, (*encoder).service, previous, serviceSpans, serviceParts)
 	longList(&e, "upstreams", c.Upstreams, (*encoder).upstream, previous, upstreamSpans, upstreamParts)
 	list(&e, "certificates", c.Certificates, e.certificate)
@@ -185,17 +205,23 @@ func sameRanks(routes []*Route, ranks []routeRank) bool {
 
 // sizeHint guesses the document size a little high, so that the buffer
 // rarely grows (a copy of megabytes): the lists encoded in parts take
-// their size, the items of the others their hints; the global plugins'
-// code and what escaping adds are guessed by the slack.
+// their size, the items of the others their hints.
 func sizeHint(c *Config, serviceSpans, upstreamSpans []span, serviceParts, upstreamParts []encoder) int {
 	n := 64 + listHint(c.Services, serviceHint, serviceSpans, serviceParts) + listHint(c.Upstreams, upstreamHint, upstreamSpans, upstreamParts)
+	return n + n/32 + tailHint(c)
+}
+
+// tailHint guesses what the certificates and global plugins take; the
+// global plugins' code and what escaping adds are guessed by the slack.
+func tailHint(c *Config) int {
+	n := 0
 	for _, cert := range c.Certificates {
 		n += len(cert.Cert) + len(cert.Key) + 200
 	}
 	for _, ca := range c.CACertificates {
 		n += len(ca.Cert) + 100
 	}
-	return n + n/32 + 16<<10
+	return n + 16<<10
 }
 
 func listHint[T any](items []T, hint func(T, span) int, spans []span, parts []encoder) int {
@@ -213,25 +239,100 @@ func listHint[T any](items []T, hint func(T, span) int, spans []span, parts []en
 }
 
 // serviceHint and upstreamHint guess an item's share of the document: as
-// large as it was in the previous one (its span), else from the size of a
-// route (about 330 bytes) or a target (about 75).
+// large as it was in the previous one (its span), else from the lengths
+// of its strings and the framing of its fields. A first sync's parts are
+// placed by these guesses, and the document is cut to its size when they
+// were a sixteenth high: they should be a little high, and no more.
 func serviceHint(s *Service, sp span) int {
 	if sp.end > 0 {
 		return sp.end - sp.start + 1
 	}
-	return 200 + 360*len(s.Routes)
+	// The name, host and routes' framing, then the optional fields.
+	n := 40 + len(s.Name) + len(s.Host) + stringsHint(s.Tags) + stringsHint(s.CACertificates)
+	if s.Protocol != "" {
+		n += 16 + len(s.Protocol)
+	}
+	if s.Path != "" {
+		n += 12 + len(s.Path)
+	}
+	if s.ClientCertificate != nil {
+		n += 32 + len(s.ClientCertificate.ID)
+	}
+	// The numbers and booleans: port, timeouts, retries, TLS.
+	n += 16 * countNonZero(s.Port, s.ConnectTimeout, s.ReadTimeout, s.WriteTimeout, s.TLSVerifyDepth)
+	if s.Retries != nil {
+		n += 16
+	}
+	if s.TLSVerify != nil {
+		n += 20
+	}
+	for _, r := range s.Routes {
+		n += routeHint(r)
+	}
+	return n
+}
+
+func countNonZero(values ...int) int {
+	n := 0
+	for _, v := range values {
+		if v != 0 {
+			n++
+		}
+	}
+	return n
+}
+
+func routeHint(r *Route) int {
+	// The name, expression, priority, strip_path and preserve_host with
+	// their framing; expressions quote their literals, and each quote is
+	// escaped.
+	n := 100 + len(r.Name) + len(r.Expression) + strings.Count(r.Expression, `"`) + 16*len(r.Destinations)
+	for _, list := range [][]string{r.Protocols, r.Methods, r.Hosts, r.Paths, r.SNIs} {
+		n += stringsHint(list)
+	}
+	for name, values := range r.Headers {
+		n += len(name) + 4 + stringsHint(values)
+	}
+	for _, p := range r.Plugins {
+		n += 256 + stringsHint(p.Tags) // and a guess of its config
+	}
+	return n
 }
 
 func upstreamHint(u *Upstream, sp span) int {
 	if sp.end > 0 {
 		return sp.end - sp.start + 1
 	}
-	return 150 + 80*len(u.Targets)
+	n := 30 + len(u.Name) + stringsHint(u.Tags)
+	for _, t := range u.Targets {
+		n += 36 + len(t.ID) + len(t.Target)
+	}
+	return n
+}
+
+// stringsHint is a list of strings with its key (none when empty: the
+// lists are omitempty, but for protocols, which routes always have).
+func stringsHint(list []string) int {
+	if len(list) == 0 {
+		return 0
+	}
+	n := 16
+	for _, s := range list {
+		n += len(s) + 3
+	}
+	return n
 }
 
 type encoder struct {
 	buf []byte
 	err error
+	// placed tells that a part was encoded in its place of the
+	// document's buffer.
+	placed bool
+	// sharedCap is, while the document's buffer still holds parts ahead
+	// of what is written, the size of a buffer of its own should one of
+	// them have outgrown its place (0: none ahead).
+	sharedCap int
 }
 
 func (e *encoder) raw(s string) { e.buf = append(e.buf, s...) }
@@ -261,12 +362,19 @@ func list[T any](e *encoder, key string, items []T, one func(T)) {
 // encodeParts.
 const minPerPart = 256
 
-// encodeParts encodes a long list with many new items (a first sync
-// encodes megabytes) in contiguous parts, each in a buffer of its own, on
-// up to GOMAXPROCS goroutines; each span is then where its item is in its
-// part. With too few new items for two parts (a later sync's) it encodes
-// nothing and returns nil: longList writes them in place.
-func encodeParts[T any](items []T, one func(*encoder, T), hint func(T, span) int, previous []byte, spans []span) []encoder {
+// partPlan is how a long list with many new items (a first sync encodes
+// megabytes) is encoded: in contiguous parts of per items, each on a
+// goroutine of its own, into a place of its hinted size (or a buffer of
+// its own).
+type partPlan struct {
+	per    int
+	sizes  []int
+	places [][]byte // nil: each part allocates its buffer
+}
+
+// partsOf plans the parts of a list, nil when too few items are new for
+// two (a later sync's: longList writes them in place).
+func partsOf[T any](items []T, hint func(T, span) int, spans []span) *partPlan {
 	fresh := 0
 	for _, sp := range spans {
 		if sp.end == 0 {
@@ -277,24 +385,69 @@ func encodeParts[T any](items []T, one func(*encoder, T), hint func(T, span) int
 	if workers < 2 {
 		return nil
 	}
-	per := (len(items) + workers - 1) / workers
-	parts := make([]encoder, workers)
-	encode := func(w int) {
-		from, to := w*per, min((w+1)*per, len(items))
-		size := 0
-		for i := from; i < to; i++ {
-			size += hint(items[i], spans[i])
+	p := &partPlan{per: (len(items) + workers - 1) / workers, sizes: make([]int, workers)}
+	for i, item := range items {
+		p.sizes[i/p.per] += hint(item, spans[i])
+	}
+	return p
+}
+
+// inOneBuffer allocates a document's buffer with room for before bytes,
+// the services' parts, between bytes, the upstreams' parts (when planned)
+// and after bytes, in that order, and gives each part its place in it.
+// Each place is followed by a byte for the comma that joins the parts:
+// moved in order, no part can overwrite one not moved yet unless a part
+// before it outgrew its place.
+func inOneBuffer(before int, services *partPlan, between int, upstreams *partPlan, after int) []byte {
+	size := before + between + after
+	for _, p := range []*partPlan{services, upstreams} {
+		if p != nil {
+			for _, n := range p.sizes {
+				size += n + 1
+			}
 		}
-		parts[w].buf = make([]byte, 0, size)
-		encodeRange(&parts[w], items, from, to, one, previous, spans)
+	}
+	buf := make([]byte, 0, size)
+	at := before
+	for _, p := range []*partPlan{services, upstreams} {
+		if p == nil {
+			continue
+		}
+		p.places = make([][]byte, len(p.sizes))
+		for w, n := range p.sizes {
+			p.places[w] = buf[at : at : at+n]
+			at += n + 1
+		}
+		at += between
+	}
+	return buf
+}
+
+// encodeParts encodes the parts of a list as planned (nil: none) and
+// returns them; each span is then where its item is in its part.
+func encodeParts[T any](items []T, one func(*encoder, T), previous []byte, spans []span, plan *partPlan) []encoder {
+	if plan == nil {
+		return nil
+	}
+	out := make([]encoder, len(plan.sizes))
+	encode := func(w int) {
+		if plan.places != nil {
+			out[w].buf = plan.places[w]
+		} else {
+			out[w].buf = make([]byte, 0, plan.sizes[w])
+		}
+		encodeRange(&out[w], items, w*plan.per, min((w+1)*plan.per, len(items)), one, previous, spans)
+		// A part that outgrew its place was moved by append, and a
+		// place never grows: its capacity tells.
+		out[w].placed = plan.places != nil && cap(out[w].buf) == cap(plan.places[w])
 	}
 	var wg sync.WaitGroup
-	for w := 1; w < workers; w++ {
+	for w := 1; w < len(out); w++ {
 		wg.Go(func() { encode(w) })
 	}
 	encode(0)
 	wg.Wait()
-	return parts
+	return out
 }
 
 // encodeRange writes items[from:to], separated by commas, to e: an item
@@ -330,12 +483,26 @@ func longList[T any](e *encoder, key string, items []T, one func(*encoder, T), p
 	per := (len(items) + len(parts) - 1) / len(parts)
 	for w, p := range parts {
 		e.sep(w)
+		if !p.placed && e.sharedCap > 0 {
+			// Writing it here could overwrite parts not moved yet: the
+			// document goes on in a buffer of its own.
+			e.buf = append(make([]byte, 0, e.sharedCap), e.buf...)
+			e.sharedCap = 0
+		}
 		// The part's spans were relative to its own buffer.
 		for i := w * per; i < min((w+1)*per, len(items)); i++ {
 			spans[i].start += len(e.buf)
 			spans[i].end += len(e.buf)
 		}
-		e.buf = append(e.buf, p.buf...)
+		// A placed part is ahead in the same buffer: copy handles the
+		// overlap.
+		n := len(e.buf)
+		if cap(e.buf)-n >= len(p.buf) {
+			e.buf = e.buf[:n+len(p.buf)]
+			copy(e.buf[n:], p.buf)
+		} else {
+			e.buf = append(e.buf, p.buf...)
+		}
 		if e.err == nil {
 			e.err = p.err
 		}
