@@ -7,6 +7,7 @@ import (
 	"math"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -277,15 +278,31 @@ func checkString(t *testing.T, s string) {
 
 // TestPartsThatOutgrowTheirPlaceStillMatch: a first sync's parts are
 // encoded in their places of one buffer, sized by hints; a part larger
-// than its place (an entity far larger than its hint, in the first, a
-// middle or the last part, of either list) must not overwrite the parts
-// after it.
+// than its place (an entity of control characters, six bytes each in
+// JSON, in the first, a middle or the last part, of either list) must not
+// overwrite the parts after it.
 func TestPartsThatOutgrowTheirPlaceStillMatch(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4))
 	const n = 4*minPerPart + 3
+	// outgrows tells whether a part of the list outgrows its place.
+	outgrows := func(items any) bool {
+		spans := make([]span, n)
+		var plan *partPlan
+		switch items := items.(type) {
+		case []*Service:
+			plan = partsOf(items, serviceHint, spans)
+			inOneBuffer(0, plan, 0, nil, 0)
+			encodeParts(items, (*encoder).service, nil, spans, plan)
+		case []*Upstream:
+			plan = partsOf(items, upstreamHint, spans)
+			inOneBuffer(0, plan, 0, nil, 0)
+			encodeParts(items, (*encoder).upstream, nil, spans, plan)
+		}
+		return slices.ContainsFunc(plan.parts, func(p encoder) bool { return !p.placed })
+	}
 	// From more than a place to more than the whole buffer.
-	for _, size := range []int{100 << 10, 300 << 10, 600 << 10, 1 << 20} {
-		huge := strings.Repeat("h", size)
+	for _, size := range []int{20 << 10, 60 << 10, 200 << 10} {
+		odd := strings.Repeat("\x01", size)
 		for _, at := range []int{0, n / 2, n - 1} {
 			for _, list := range []string{"services", "upstreams", "both"} {
 				c := &Config{FormatVersion: FormatVersion}
@@ -295,10 +312,16 @@ func TestPartsThatOutgrowTheirPlaceStillMatch(t *testing.T) {
 					c.Upstreams = append(c.Upstreams, &Upstream{Name: name, Targets: []*Target{{ID: name, Target: "10.0.0.1:80", Weight: 100}}})
 				}
 				if list != "upstreams" {
-					c.Services[at].Host = huge
+					c.Services[at].Host = odd
+					if !outgrows(c.Services) {
+						t.Fatalf("a service of %d control characters fits its part's place: the test tests nothing", size)
+					}
 				}
 				if list != "services" {
-					c.Upstreams[at].Tags = []string{huge}
+					c.Upstreams[at].Tags = []string{odd}
+					if !outgrows(c.Upstreams) {
+						t.Fatalf("an upstream of %d control characters fits its part's place: the test tests nothing", size)
+					}
 				}
 				var want bytes.Buffer
 				enc := json.NewEncoder(&want)
@@ -312,12 +335,30 @@ func TestPartsThatOutgrowTheirPlaceStillMatch(t *testing.T) {
 					t.Fatal(err)
 				}
 				if w := bytes.TrimSuffix(want.Bytes(), []byte("\n")); !bytes.Equal(got, w) {
-					t.Fatalf("an entity of %d bytes at %d of the %s: the document differs from encoding/json's (%d and %d bytes)", size, at, list, len(got), len(w))
+					t.Fatalf("an entity of %d control characters at %d of the %s: the document differs from encoding/json's (%d and %d bytes)", size, at, list, len(got), len(w))
 				}
 				if cap(got) > len(got)+len(got)/16 {
-					t.Fatalf("an entity of %d bytes at %d of the %s: the Encoder keeps a %d-byte buffer for a %d-byte document", size, at, list, cap(got), len(got))
+					t.Fatalf("an entity of %d control characters at %d of the %s: the Encoder keeps a %d-byte buffer for a %d-byte document", size, at, list, cap(got), len(got))
 				}
 			}
 		}
+	}
+}
+
+// TestManyCoresLeaveNoEmptyPart: with more cores than items fill parts
+// (300 cores, 257 items a part), the parts are as many as the items fill:
+// an empty last one would leave a stray comma.
+func TestManyCoresLeaveNoEmptyPart(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(300))
+	c := &Config{FormatVersion: FormatVersion}
+	for i := range 300*minPerPart + 1 {
+		c.Upstreams = append(c.Upstreams, &Upstream{Name: strconv.Itoa(i)})
+	}
+	doc, err := Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !json.Valid(doc) {
+		t.Fatalf("not JSON: ...%s", doc[len(doc)-40:])
 	}
 }

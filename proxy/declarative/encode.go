@@ -103,16 +103,16 @@ func marshal(c *Config, enc *Encoder) (doc []byte, serviceSizes []int, err error
 		}
 		e.buf = inOneBuffer(len(head.buf)+len(`,"services":[`), servicePlan, len(`],"upstreams":[`), upstreamPlan, after)
 	}
-	serviceParts := encodeParts(c.Services, (*encoder).service, previous, serviceSpans, servicePlan)
-	upstreamParts := encodeParts(c.Upstreams, (*encoder).upstream, previous, upstreamSpans, upstreamPlan)
-	if hint := sizeHint(c, serviceSpans, upstreamSpans, serviceParts, upstreamParts); e.buf == nil {
+	encodeParts(c.Services, (*encoder).service, previous, serviceSpans, servicePlan)
+	encodeParts(c.Upstreams, (*encoder).upstream, previous, upstreamSpans, upstreamPlan)
+	if hint := sizeHint(c, serviceSpans, upstreamSpans, servicePlan, upstreamPlan); e.buf == nil {
 		e.buf = make([]byte, 0, hint)
 	} else {
 		e.sharedCap = hint
 	}
 	e.buf = append(e.buf, head.buf...)
-	longList(&e, "services", c.Services, (*encoder).service, previous, serviceSpans, serviceParts)
-	longList(&e, "upstreams", c.Upstreams, (*encoder).upstream, previous, upstreamSpans, upstreamParts)
+	longList(&e, "services", c.Services, (*encoder).service, previous, serviceSpans, servicePlan)
+	longList(&e, "upstreams", c.Upstreams, (*encoder).upstream, previous, upstreamSpans, upstreamPlan)
 	list(&e, "certificates", c.Certificates, e.certificate)
 	list(&e, "ca_certificates", c.CACertificates, e.caCertificate)
 	list(&e, "plugins", c.Plugins, e.plugin)
@@ -206,8 +206,8 @@ func sameRanks(routes []*Route, ranks []routeRank) bool {
 // sizeHint guesses the document size a little high, so that the buffer
 // rarely grows (a copy of megabytes): the lists encoded in parts take
 // their size, the items of the others their hints.
-func sizeHint(c *Config, serviceSpans, upstreamSpans []span, serviceParts, upstreamParts []encoder) int {
-	n := 64 + listHint(c.Services, serviceHint, serviceSpans, serviceParts) + listHint(c.Upstreams, upstreamHint, upstreamSpans, upstreamParts)
+func sizeHint(c *Config, serviceSpans, upstreamSpans []span, servicePlan, upstreamPlan *partPlan) int {
+	n := 64 + listHint(c.Services, serviceHint, serviceSpans, servicePlan) + listHint(c.Upstreams, upstreamHint, upstreamSpans, upstreamPlan)
 	return n + n/32 + tailHint(c)
 }
 
@@ -224,10 +224,10 @@ func tailHint(c *Config) int {
 	return n + 16<<10
 }
 
-func listHint[T any](items []T, hint func(T, span) int, spans []span, parts []encoder) int {
+func listHint[T any](items []T, hint func(T, span) int, spans []span, plan *partPlan) int {
 	n := 0
-	if parts != nil {
-		for _, p := range parts {
+	if plan != nil {
+		for _, p := range plan.parts {
 			n += len(p.buf) + 1
 		}
 		return n
@@ -284,9 +284,9 @@ func countNonZero(values ...int) int {
 
 func routeHint(r *Route) int {
 	// The name, expression, priority, strip_path and preserve_host with
-	// their framing; expressions quote their literals, and each quote is
-	// escaped.
-	n := 100 + len(r.Name) + len(r.Expression) + strings.Count(r.Expression, `"`) + 16*len(r.Destinations)
+	// their framing; expressions quote their literals (regexes escape too),
+	// and each quote and backslash is escaped.
+	n := 100 + len(r.Name) + len(r.Expression) + strings.Count(r.Expression, `"`) + strings.Count(r.Expression, `\`) + 16*len(r.Destinations)
 	for _, list := range [][]string{r.Protocols, r.Methods, r.Hosts, r.Paths, r.SNIs} {
 		n += stringsHint(list)
 	}
@@ -329,9 +329,9 @@ type encoder struct {
 	// placed tells that a part was encoded in its place of the
 	// document's buffer.
 	placed bool
-	// sharedCap is, while the document's buffer still holds parts ahead
-	// of what is written, the size of a buffer of its own should one of
-	// them have outgrown its place (0: none ahead).
+	// sharedCap is, while the document's buffer may hold parts ahead of
+	// what is written, the size of a buffer of its own should one of them
+	// have outgrown its place (0: the buffer is the document's alone).
 	sharedCap int
 }
 
@@ -370,6 +370,7 @@ type partPlan struct {
 	per    int
 	sizes  []int
 	places [][]byte // nil: each part allocates its buffer
+	parts  []encoder
 }
 
 // partsOf plans the parts of a list, nil when too few items are new for
@@ -385,7 +386,10 @@ func partsOf[T any](items []T, hint func(T, span) int, spans []span) *partPlan {
 	if workers < 2 {
 		return nil
 	}
-	p := &partPlan{per: (len(items) + workers - 1) / workers, sizes: make([]int, workers)}
+	per := (len(items) + workers - 1) / workers
+	// As many parts as per items fill: with many cores, fewer than the
+	// workers (an empty part would leave a stray comma).
+	p := &partPlan{per: per, sizes: make([]int, (len(items)+per-1)/per)}
 	for i, item := range items {
 		p.sizes[i/p.per] += hint(item, spans[i])
 	}
@@ -408,26 +412,26 @@ func inOneBuffer(before int, services *partPlan, between int, upstreams *partPla
 		}
 	}
 	buf := make([]byte, 0, size)
-	at := before
-	for _, p := range []*partPlan{services, upstreams} {
-		if p == nil {
-			continue
-		}
+	place := func(p *partPlan, at int) int {
 		p.places = make([][]byte, len(p.sizes))
 		for w, n := range p.sizes {
 			p.places[w] = buf[at : at : at+n]
 			at += n + 1
 		}
-		at += between
+		return at
+	}
+	end := place(services, before)
+	if upstreams != nil {
+		place(upstreams, end+between)
 	}
 	return buf
 }
 
-// encodeParts encodes the parts of a list as planned (nil: none) and
-// returns them; each span is then where its item is in its part.
-func encodeParts[T any](items []T, one func(*encoder, T), previous []byte, spans []span, plan *partPlan) []encoder {
+// encodeParts encodes the parts of a list as planned (nil: none); each
+// span is then where its item is in its part.
+func encodeParts[T any](items []T, one func(*encoder, T), previous []byte, spans []span, plan *partPlan) {
 	if plan == nil {
-		return nil
+		return
 	}
 	out := make([]encoder, len(plan.sizes))
 	encode := func(w int) {
@@ -447,7 +451,7 @@ func encodeParts[T any](items []T, one func(*encoder, T), previous []byte, spans
 	}
 	encode(0)
 	wg.Wait()
-	return out
+	plan.parts = out
 }
 
 // encodeRange writes items[from:to], separated by commas, to e: an item
@@ -469,19 +473,19 @@ func encodeRange[T any](e *encoder, items []T, from, to int, one func(*encoder, 
 // longList is list for the document's long lists: their parts if
 // encodeParts made them, else the items encoded in place. Each span is
 // then where its item is in the document.
-func longList[T any](e *encoder, key string, items []T, one func(*encoder, T), previous []byte, spans []span, parts []encoder) {
+func longList[T any](e *encoder, key string, items []T, one func(*encoder, T), previous []byte, spans []span, plan *partPlan) {
 	if len(items) == 0 {
 		return
 	}
 	e.field(key, false)
 	e.buf = append(e.buf, '[')
-	if parts == nil {
+	if plan == nil {
 		encodeRange(e, items, 0, len(items), one, previous, spans)
 		e.buf = append(e.buf, ']')
 		return
 	}
-	per := (len(items) + len(parts) - 1) / len(parts)
-	for w, p := range parts {
+	per := plan.per
+	for w, p := range plan.parts {
 		e.sep(w)
 		if !p.placed && e.sharedCap > 0 {
 			// Writing it here could overwrite parts not moved yet: the
