@@ -366,9 +366,10 @@ func (c *Cache) WaitForSync(ctx context.Context) bool {
 // to resolve. The sync loop and the status leader's peer watch call it
 // concurrently, so calls take turns: the one that reads the caches last
 // records last, and an older view never takes back what a newer one named.
-// A call may thus wait out another's namedWait for new watchers (seconds
-// at most, and rare): without its turn it would not wait for them, and
-// would report their objects unread.
+// A call may thus wait out another's namedWait for new watchers (up to
+// namedWait for the Secrets and again for the ConfigMaps, and only when
+// objects are newly named): without its turn it would not wait for them,
+// and would report their objects unread.
 func (c *Cache) Snapshot(kong snapshot.Kong) (*snapshot.Snapshot, error) {
 	c.snapshotting.Lock()
 	defer c.snapshotting.Unlock()

@@ -19,7 +19,7 @@ import (
 // namedWait bounds how long a snapshot waits for the watchers it starts to
 // read their object or fail: a restart does not serve a listener without
 // its certificate, nor a backend without its CA certificates, and an
-// unanswered watch never stalls syncs.
+// unanswered watch stalls syncs (snapshots take turns) no longer than that.
 const namedWait = 5 * time.Second
 
 // namedKind is what differs between the kinds konglet reads one object at

@@ -11,7 +11,6 @@ import (
 	"log/slog"
 	"maps"
 	"math/rand/v2"
-	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -100,6 +99,8 @@ type Loop struct {
 	// starts or ends: status writes wait for the syncs to pause.
 	syncing atomic.Bool
 	syncs   chan struct{}
+	// statusQuiet and statusMaxDelay are the constants but in tests.
+	statusQuiet, statusMaxDelay time.Duration
 
 	mu sync.Mutex
 	// state is what this replica knows of its Kong, which its Pod
@@ -138,7 +139,7 @@ func New(cache Cache, kong Kong, writer StatusWriter, pods PodReporter, events E
 		opts.MaxBackoff = 30 * time.Second
 	}
 	l := &Loop{cache: cache, kong: kong, status: writer, pods: pods, events: events, log: log, metrics: metrics, opts: opts, now: time.Now, refusals: refusals{},
-		statuses: make(chan statusJob, 1), syncs: make(chan struct{}, 1), podStates: make(chan []corev1.PodCondition, 1)}
+		statuses: make(chan statusJob, 1), syncs: make(chan struct{}, 1), statusQuiet: statusQuiet, statusMaxDelay: statusMaxDelay, podStates: make(chan []corev1.PodCondition, 1)}
 	return l
 }
 
@@ -369,7 +370,7 @@ func (l *Loop) writeStatuses(ctx context.Context) {
 		if l.status == nil {
 			continue
 		}
-		if l.syncsPause(ctx) != nil {
+		if l.syncsPause(ctx, l.statusQuiet, l.statusMaxDelay) != nil {
 			return
 		}
 		select {
@@ -388,20 +389,23 @@ func (l *Loop) writeStatuses(ctx context.Context) {
 
 // Status writes yield to syncs: on a Pod of two cores, the API requests
 // of a write, and the watch events they cause, slowed the next change's
-// way to Kong by a third. A write waits until no sync has run for
-// statusQuiet, but no longer than statusMaxDelay.
+// way to Kong by a third. Statuses taken up by the writer wait until no
+// sync has run for statusQuiet, but no longer than statusMaxDelay (a
+// write under way is not interrupted). Under a steady stream of changes
+// the writes come in batches that long apart: the longer, the more is
+// left to write after the last change.
 const (
 	statusQuiet    = 30 * time.Millisecond
-	statusMaxDelay = 500 * time.Millisecond
+	statusMaxDelay = 250 * time.Millisecond
 )
 
-// syncsPause returns once no sync has run for statusQuiet, or
-// statusMaxDelay after it was called, or with ctx's error when ctx ends.
-func (l *Loop) syncsPause(ctx context.Context) error {
-	deadline := time.Now().Add(statusMaxDelay)
+// syncsPause returns once no sync has run for quiet, or limit after it
+// was called, or with ctx's error when ctx ends.
+func (l *Loop) syncsPause(ctx context.Context, quiet, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
 	for {
 		// settle sees no signal during a long sync: it is waited out.
-		if err := settle(ctx, l.waitSync, statusQuiet, time.Until(deadline)); err != nil {
+		if err := settle(ctx, l.waitSync, quiet, time.Until(deadline)); err != nil {
 			return err
 		}
 		if !l.syncing.Load() || !time.Now().Before(deadline) {
@@ -521,7 +525,9 @@ func (l *Loop) checkKong(ctx context.Context) bool {
 // after Kong refused entities.
 const maxRefusalRounds = 5
 
-// Sync runs one translation, load and status write.
+// Sync translates the caches and loads the result into Kong (translating
+// again when Kong's GET / differs from the last answer, or without what
+// Kong refused), then offers the statuses to the writer.
 func (l *Loop) Sync(ctx context.Context) error {
 	l.syncing.Store(true)
 	l.signalSync()
@@ -545,7 +551,7 @@ func (l *Loop) Sync(ctx context.Context) error {
 	if l.info != nil {
 		var err error
 		earlyKong = KongFromInfo(*l.info)
-		if early, err = l.translate(earlyKong); err != nil {
+		if early, err = l.translateFor(earlyKong); err != nil {
 			return err
 		}
 	}
@@ -572,9 +578,9 @@ func (l *Loop) Sync(ctx context.Context) error {
 		l.kongNode = info.NodeID
 		l.log.Info("Kong found", "version", info.Version, "node_id", info.NodeID, "router_flavor", info.RouterFlavor)
 	}
-	if kong := KongFromInfo(info); early == nil || !reflect.DeepEqual(earlyKong, kong) {
+	if kong := KongFromInfo(info); early == nil || !earlyKong.Equal(kong) {
 		var err error
-		if early, err = l.translate(kong); err != nil {
+		if early, err = l.translateFor(kong); err != nil {
 			return err
 		}
 	}
@@ -588,7 +594,7 @@ func (l *Loop) Sync(ctx context.Context) error {
 	for round := 0; ; round++ {
 		if round > 0 {
 			var err error
-			if tr, err = l.retranslate(snap); err != nil {
+			if tr, err = l.translateSnapshot(snap); err != nil {
 				return err
 			}
 		}
@@ -650,18 +656,18 @@ type translation struct {
 	sizes  []int
 }
 
-// translate takes a snapshot for kong and translates it.
-func (l *Loop) translate(kong snapshot.Kong) (*translation, error) {
+// translateFor takes a snapshot for kong and translates it.
+func (l *Loop) translateFor(kong snapshot.Kong) (*translation, error) {
 	snap, err := l.cache.Snapshot(kong)
 	if err != nil {
 		return nil, err
 	}
 	l.refusals.forgetChanged(snap)
-	return l.retranslate(snap)
+	return l.translateSnapshot(snap)
 }
 
-// retranslate translates snap with the refusals as they are now.
-func (l *Loop) retranslate(snap *snapshot.Snapshot) (*translation, error) {
+// translateSnapshot translates snap with the refusals as they are now.
+func (l *Loop) translateSnapshot(snap *snapshot.Snapshot) (*translation, error) {
 	result := l.memo.Translate(snap, l.refusals.forTranslation())
 	doc, sizes, err := l.encoder.MarshalSizes(result.Config)
 	if err != nil {

@@ -80,8 +80,8 @@ func statusLoop(t *testing.T, kong *slowKong) (*Loop, *timedWriter, *fakeCache, 
 }
 
 // TestStatusWritesWaitOutALongSync: statuses offered just before a sync
-// that loads longer than statusQuiet are written after it, not while
-// Kong loads.
+// that loads longer than the quiet period are written after it (once: the
+// newer ones, offered meanwhile), not while Kong loads.
 func TestStatusWritesWaitOutALongSync(t *testing.T) {
 	kong := &slowKong{loadTime: 4 * statusQuiet}
 	l, w, cache, ctx := statusLoop(t, kong)
@@ -93,24 +93,34 @@ func TestStatusWritesWaitOutALongSync(t *testing.T) {
 	if err := l.Sync(ctx); err != nil {
 		t.Fatal(err)
 	}
+	secondEnded := time.Now()
 	if kong.loads.Load() != 2 {
 		t.Fatalf("%d loads, want 2", kong.loads.Load())
 	}
 	if !poll(10*time.Second, func() bool { at, _ := w.writes(); return len(at) > 0 }) {
 		t.Fatal("no status write after the syncs ended")
 	}
-	if _, during := w.writes(); during > 0 {
-		t.Errorf("%d status writes while Kong loaded", during)
+	at, during := w.writes()
+	if during > 0 || at[0].Before(secondEnded) {
+		t.Errorf("statuses written while the second sync ran (%d while Kong loaded)", during)
+	}
+	if len(at) != 1 {
+		t.Errorf("%d writes, want one: the first sync's statuses are older than the second's", len(at))
 	}
 }
 
 // TestStatusWritesWaitForSyncsToPauseButNotForever: while syncs follow
-// each other, the statuses wait statusMaxDelay, then are written.
+// each other, the statuses wait the longest delay, then are written; after
+// the last sync, they are written once the quiet period has passed.
 func TestStatusWritesWaitForSyncsToPauseButNotForever(t *testing.T) {
 	kong := &slowKong{}
-	l, w, _, ctx := statusLoop(t, kong)
+	l, w, cache, ctx := statusLoop(t, kong)
+	// Long enough that a loaded machine does not pause a loop of syncs
+	// for a quiet period.
+	l.statusQuiet, l.statusMaxDelay = 200*time.Millisecond, time.Second
 	var firstOffer time.Time
-	for {
+	for generation := 1; ; generation++ {
+		cache.set(t, budgetBase+service("a")+route("a", "r", generation, 1))
 		if err := l.Sync(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -118,14 +128,27 @@ func TestStatusWritesWaitForSyncsToPauseButNotForever(t *testing.T) {
 			firstOffer = time.Now()
 		}
 		if at, _ := w.writes(); len(at) > 0 {
-			if waited := at[0].Sub(firstOffer); waited < statusMaxDelay-statusQuiet {
-				t.Errorf("statuses written %v after they were offered, while syncs went on: want about %v", waited, statusMaxDelay)
+			if waited := at[0].Sub(firstOffer); waited < l.statusMaxDelay-l.statusQuiet || waited > l.statusMaxDelay+2*time.Second {
+				t.Errorf("statuses written %v after they were offered, while syncs went on: want about %v", waited, l.statusMaxDelay)
 			}
-			return
+			break
 		}
 		if time.Since(firstOffer) > 10*time.Second {
 			t.Fatal("no status write within 10s while syncs went on")
 		}
+	}
+	written, _ := w.writes()
+	lastSync := time.Now()
+	cache.set(t, budgetBase+service("a")+route("a", "r", 1000, 1))
+	if err := l.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !poll(10*time.Second, func() bool { at, _ := w.writes(); return len(at) > len(written) }) {
+		t.Fatal("no status write after the last sync")
+	}
+	at, _ := w.writes()
+	if waited := at[len(written)].Sub(lastSync); waited < l.statusQuiet || waited >= l.statusMaxDelay {
+		t.Errorf("statuses written %v after the last sync: want the quiet period, %v", waited, l.statusQuiet)
 	}
 }
 

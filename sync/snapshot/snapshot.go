@@ -4,7 +4,9 @@
 package snapshot
 
 import (
+	"maps"
 	"net/netip"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -46,6 +48,13 @@ type Kong struct {
 	// UntrustedLua is kong.conf's untrusted_lua ("sandbox" by default, "on"
 	// or "off"): whether Kong runs the Lua of pre-function plugins.
 	UntrustedLua string
+}
+
+// Equal tells whether two Kongs are the same to a translation.
+func (k Kong) Equal(o Kong) bool {
+	return k.RouterFlavor == o.RouterFlavor && slices.Equal(k.ProxyListens, o.ProxyListens) &&
+		slices.Equal(k.StreamListens, o.StreamListens) && maps.Equal(k.PortMaps, o.PortMaps) &&
+		maps.Equal(k.EnabledPlugins, o.EnabledPlugins) && k.PluginsKnown == o.PluginsKnown && k.UntrustedLua == o.UntrustedLua
 }
 
 // DefaultKong is the Kong that the Helm chart installs by default, used when

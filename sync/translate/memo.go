@@ -5,7 +5,6 @@ import (
 	"hash/fnv"
 	"maps"
 	"net/netip"
-	"reflect"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
@@ -125,7 +124,7 @@ func (a sharedInputs) equal(b sharedInputs) bool {
 		slices.Equal(a.grants, b.grants) &&
 		maps.Equal(a.namespaces, b.namespaces) && maps.Equal(a.secrets, b.secrets) && maps.Equal(a.secretProblems, b.secretProblems) &&
 		a.publishService == b.publishService && a.pod == b.pod && a.serviceUpstream == b.serviceUpstream &&
-		maps.Equal(a.refused, b.refused) && reflect.DeepEqual(a.kong, b.kong) &&
+		maps.Equal(a.refused, b.refused) && a.kong.Equal(b.kong) &&
 		a.allowExternalName == b.allowExternalName && maps.EqualFunc(a.externalNames, b.externalNames, sameResolution) &&
 		slices.Equal(a.kongPodIPs, b.kongPodIPs) && a.clusterIPs == b.clusterIPs &&
 		slices.EqualFunc(a.backendTLS, b.backendTLS, sameSpec) && maps.Equal(a.configMaps, b.configMaps) &&
