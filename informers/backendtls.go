@@ -46,20 +46,23 @@ func (c *Cache) watchBackendTLS(all gwinformers.SharedInformerFactory, configMap
 	return c.watch(informer.Informer())
 }
 
-// fill adds the policies and their ConfigMaps to a snapshot; it starts and
-// stops ConfigMap watchers, so it runs from Snapshot only.
-func (b *backendTLS) fill(s *snapshot.Snapshot) error {
+// policiesSorted lists the cached policies by namespace and name.
+func (b *backendTLS) policiesSorted() ([]*gwv1.BackendTLSPolicy, error) {
 	policies, err := b.policies.List(labels.Everything())
 	if err != nil {
-		return err
+		return nil, err
 	}
 	slices.SortFunc(policies, func(a, b *gwv1.BackendTLSPolicy) int {
 		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
 	})
-	s.BackendTLSPolicies = policies
+	return policies, nil
+}
+
+// record watches the CA ConfigMaps the snapshot's policies name, and puts
+// them in it; it starts and stops watchers, so only Snapshot calls it.
+func (b *backendTLS) record(s *snapshot.Snapshot) {
 	b.configMaps.update(translate.BackendTLSConfigMaps(s))
 	b.configMaps.fill(s.ConfigMaps, s.ConfigMapProblems)
-	return nil
 }
 
 // configMapKind reads the ConfigMaps of CA certificates one by one.

@@ -357,14 +357,13 @@ func (c *Cache) WaitForSync(ctx context.Context) bool {
 	return cache.WaitForCacheSync(ctx.Done(), c.synced...)
 }
 
-// Snapshot is a read-only view of the caches. The objects are the cache's
-// own: the translation must not modify them (and does not). It runs after
-// Start.
+// Snapshot is a read-only view of the caches for a translation. The
+// objects are the cache's own: the translation must not modify them (and
+// does not). It runs after Start.
 //
 // It also records what the view names: the Services whose events wake a
 // sync (backends), the Secrets and ConfigMaps to watch, the external names
-// to resolve. The sync loop and the status leader's peer watch call it
-// concurrently, so calls take turns: the one that reads the caches last
+// to resolve. Calls take turns, so that the one that reads the caches last
 // records last, and an older view never takes back what a newer one named.
 // A call may thus wait out another's namedWait for new watchers (up to
 // namedWait for the Secrets and again for the ConfigMaps, and only when
@@ -373,6 +372,35 @@ func (c *Cache) WaitForSync(ctx context.Context) bool {
 func (c *Cache) Snapshot(kong snapshot.Kong) (*snapshot.Snapshot, error) {
 	c.snapshotting.Lock()
 	defer c.snapshotting.Unlock()
+	s, err := c.objects(kong)
+	if err != nil {
+		return nil, err
+	}
+	backends := translate.BackendServices(s)
+	c.backends.Store(&backends)
+	if c.externalNames != nil {
+		s.AllowExternalName = true
+		s.ExternalNames = c.externalNames.Lookup(translate.ExternalNames(s))
+	}
+	c.backendTLS.record(s)
+	// The Secrets come last: which ones listeners may use depends on all
+	// the above. A new one is waited for, briefly (namedWait).
+	c.secrets.update(translate.SecretRefs(s))
+	c.secrets.fill(s.Secrets, s.SecretProblems)
+	return s, nil
+}
+
+// StatusSnapshot is the view statuses are written against: the objects,
+// Pods and BackendTLSPolicies, without Secrets, ConfigMaps or resolved
+// names. It records nothing and waits for nothing, so the status leader
+// takes one at every round of its peers' changes without holding up a
+// sync.
+func (c *Cache) StatusSnapshot() (*snapshot.Snapshot, error) {
+	return c.objects(snapshot.Kong{})
+}
+
+// objects lists the caches into a snapshot for kong.
+func (c *Cache) objects(kong snapshot.Kong) (*snapshot.Snapshot, error) {
 	everything := labels.Everything()
 	var objs snapshot.Objects
 	var err error
@@ -426,19 +454,9 @@ func (c *Cache) Snapshot(kong snapshot.Kong) (*snapshot.Snapshot, error) {
 	if c.scope.PublishService.Name == "" {
 		s.PublishService = c.publishService(s)
 	}
-	backends := translate.BackendServices(s)
-	c.backends.Store(&backends)
-	if c.externalNames != nil {
-		s.AllowExternalName = true
-		s.ExternalNames = c.externalNames.Lookup(translate.ExternalNames(s))
-	}
-	if err := c.backendTLS.fill(s); err != nil {
+	if s.BackendTLSPolicies, err = c.backendTLS.policiesSorted(); err != nil {
 		return nil, err
 	}
-	// The Secrets come last: which ones listeners may use depends on all
-	// the above. A new one is waited for, briefly (namedWait).
-	c.secrets.update(translate.SecretRefs(s))
-	c.secrets.fill(s.Secrets, s.SecretProblems)
 	return s, nil
 }
 

@@ -285,3 +285,49 @@ func TestAnOlderSnapshotNeverRecordsAfterANewerOne(t *testing.T) {
 		t.Error("the older snapshot's backends were recorded last: the EndpointSlices of Service api wake no sync, those of web do")
 	}
 }
+
+// TestStatusSnapshotRecordsNothing: the status leader's snapshot shows the
+// current objects but leaves what the last translation's snapshot named
+// (here, which Services' EndpointSlices wake a sync) as it was.
+func TestStatusSnapshotRecordsNothing(t *testing.T) {
+	route := backendRoute("r", "kong", "web")
+	gw := gwfake.NewClientset(route)
+	c, err := New(kubefake.NewClientset(), gw, Scope{ControllerName: snapshot.DefaultControllerName,
+		Gateways: []types.NamespacedName{{Namespace: "kong", Name: "kong"}}}, NewTrigger(time.Millisecond, time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c.Start(ctx)
+	if !c.WaitForSync(ctx) {
+		t.Fatal("caches did not sync")
+	}
+	if _, err := c.Snapshot(snapshot.Kong{}); err != nil {
+		t.Fatal(err)
+	}
+	changed := backendRoute("r", "kong", "api")
+	changed.ResourceVersion = "2"
+	if _, err := gw.GatewayV1().HTTPRoutes("app").Update(ctx, changed, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for {
+		s, err := c.StatusSnapshot()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(s.HTTPRoutes) == 1 && s.HTTPRoutes[0].Spec.Rules[0].BackendRefs[0].Name == "api" {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("the status snapshot never showed the changed route")
+		case <-tick.C:
+		}
+	}
+	if c.mayMatter(cachedSlice("app", "api")) || !c.mayMatter(cachedSlice("app", "web")) {
+		t.Error("a status snapshot changed which Services' EndpointSlices wake a sync")
+	}
+}

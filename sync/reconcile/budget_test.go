@@ -117,9 +117,10 @@ func (c *fakeCache) WaitForSync(context.Context) bool { return true }
 func (c *fakeCache) Snapshot(snapshot.Kong) (*snapshot.Snapshot, error) {
 	return c.snap, nil
 }
-func (c *fakeCache) Notify()                          {}
-func (c *fakeCache) Wait(context.Context) error       { return nil }
-func (c *fakeCache) WaitStatus(context.Context) error { return nil }
+func (c *fakeCache) StatusSnapshot() (*snapshot.Snapshot, error) { return c.snap, nil }
+func (c *fakeCache) Notify()                                     {}
+func (c *fakeCache) Wait(context.Context) error                  { return nil }
+func (c *fakeCache) WaitStatus(context.Context) error            { return nil }
 
 func (c *fakeCache) set(t *testing.T, yaml string) {
 	t.Helper()

@@ -39,6 +39,9 @@ type Kong interface {
 type Cache interface {
 	WaitForSync(ctx context.Context) bool
 	Snapshot(kong snapshot.Kong) (*snapshot.Snapshot, error)
+	// StatusSnapshot is the objects statuses are written against; unlike
+	// Snapshot it records nothing and waits for nothing.
+	StatusSnapshot() (*snapshot.Snapshot, error)
 	Notify()
 	Wait(ctx context.Context) error
 	// WaitStatus blocks until something that only statuses depend on
@@ -259,7 +262,7 @@ func (l *Loop) watchPeers(ctx context.Context) {
 		if settle(ctx, l.cache.WaitStatus, peerQuiet, peerMaxDelay) != nil {
 			return
 		}
-		snap, err := l.cache.Snapshot(snapshot.Kong{})
+		snap, err := l.cache.StatusSnapshot()
 		if err != nil {
 			continue
 		}
