@@ -3,6 +3,7 @@ package translate
 import (
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/konglet/konglet/proxy/declarative"
 )
@@ -11,15 +12,14 @@ import (
 // per match and placement, and the upstreams they balance over.
 func (t *translator) emit(r route, rules []ruleResult, places []placement, clientCert *declarative.Certificate) (services []*declarative.Service, kongRoutes []*kongRoute, upstreams []*declarative.Upstream) {
 	tags := objectTags(string(r.kind), r.meta.Namespace, r.meta.Name)
-	base := entityKinds[r.kind] + "." + r.meta.Namespace + "." + r.meta.Name + "."
 	for _, rule := range rules {
 		if rule.dropped != "" {
 			continue
 		}
+		names := newRuleNames(r, rule.index, len(rule.matches), len(places))
 		// Protocol and port are Kong's defaults (http, 80); the port only
 		// matters for a host that is not an upstream.
-		ruleBase := base + strconv.Itoa(rule.index)
-		svc := &declarative.Service{Name: ruleBase, Tags: tags, Protocol: r.serviceProtocol(), Host: noBackendHost}
+		svc := &declarative.Service{Name: names.serviceName(), Tags: tags, Protocol: r.serviceProtocol(), Host: noBackendHost}
 		if len(rule.backends) > 0 && rule.backends[0].tls != nil {
 			// checkRuleTLS made every backend of the rule ask the same.
 			svc.Protocol, svc.Port = "https", 443
@@ -58,7 +58,7 @@ func (t *translator) emit(r route, rules []ruleResult, places []placement, clien
 		kongRoutes = slices.Grow(kongRoutes, len(routes))
 		for mi, m := range rule.matches {
 			for pi, place := range places {
-				name := ruleBase + "." + strconv.Itoa(mi) + "." + strconv.Itoa(pi)
+				name := names.route(mi, pi)
 				plugins := rule.filters.plugins(name, place.host, place.ports, m, tags)
 				if rule.filters.perBackend && len(rule.backends) > 0 {
 					plugins = append(plugins, &declarative.Plugin{ID: declarative.ID("plugin", name, "post-function"), Name: "post-function",
@@ -79,6 +79,50 @@ func (t *translator) emit(r route, rules []ruleResult, places []placement, clien
 		services = append(services, svc)
 	}
 	return services, kongRoutes, upstreams
+}
+
+// ruleNames are the names of a rule's Kong service (kind.namespace.name.
+// rule) and of its Kong routes (service.match.placement), written one
+// after another into one string: a first translation makes tens of
+// thousands. The service's name is where the first route's begins.
+type ruleNames struct {
+	all     string
+	service int // the length of the service's name
+	next    int // where the next route's name begins
+}
+
+func newRuleNames(r route, rule, matches, places int) ruleNames {
+	var b strings.Builder
+	b.Grow(max(matches*places, 1) * (len(entityKinds[r.kind]) + len(r.meta.Namespace) + len(r.meta.Name) + 12))
+	service := 0
+	for k := range max(matches*places, 1) {
+		b.WriteString(entityKinds[r.kind])
+		b.WriteByte('.')
+		b.WriteString(r.meta.Namespace)
+		b.WriteByte('.')
+		b.WriteString(r.meta.Name)
+		b.WriteByte('.')
+		b.WriteString(strconv.Itoa(rule))
+		if service == 0 {
+			service = b.Len()
+		}
+		if matches*places > 0 {
+			b.WriteByte('.')
+			b.WriteString(strconv.Itoa(k / places))
+			b.WriteByte('.')
+			b.WriteString(strconv.Itoa(k % places))
+		}
+	}
+	return ruleNames{all: b.String(), service: service}
+}
+
+func (n *ruleNames) serviceName() string { return n.all[:n.service] }
+
+// route is the next route's name: the names are taken in order.
+func (n *ruleNames) route(match, place int) string {
+	start := n.next
+	n.next += n.service + 2 + len(strconv.Itoa(match)) + len(strconv.Itoa(place))
+	return n.all[start:n.next]
 }
 
 // noBackendPlugin answers 500 where a rule has no usable backend, as the
