@@ -219,6 +219,9 @@ type translated struct {
 type statusJob struct {
 	translated
 	snap *snapshot.Snapshot
+	// offered is when the statuses it replaced, unwritten, were offered
+	// (its own offer when none).
+	offered time.Time
 }
 
 // offerStatus queues base's statuses, to be written against snap, with
@@ -234,9 +237,10 @@ func (l *Loop) offerStatus(base translated, snap *snapshot.Snapshot) {
 		// replica speaks for itself.
 		list = []status.Replica{status.ReplicaFrom(l.opts.PodName, true, self.Conditions())}
 	}
-	job := statusJob{translated{status.ApplyReplicas(base.status, list, base.hash), base.hash}, snap}
+	job := statusJob{translated{status.ApplyReplicas(base.status, list, base.hash), base.hash}, snap, time.Now()}
 	select {
-	case <-l.statuses:
+	case older := <-l.statuses:
+		job.offered = older.offered
 	default:
 	}
 	l.statuses <- job
@@ -373,7 +377,9 @@ func (l *Loop) writeStatuses(ctx context.Context) {
 		if l.status == nil {
 			continue
 		}
-		if l.syncsPause(ctx, l.statusQuiet, l.statusMaxDelay) != nil {
+		// A writer behind (its last writes took longer than the delay)
+		// writes at once.
+		if l.syncsPause(ctx, l.statusQuiet, time.Until(job.offered.Add(l.statusMaxDelay))) != nil {
 			return
 		}
 		select {
@@ -392,11 +398,11 @@ func (l *Loop) writeStatuses(ctx context.Context) {
 
 // Status writes yield to syncs: on a Pod of two cores, the API requests
 // of a write, and the watch events they cause, slowed the next change's
-// way to Kong by a third. Statuses taken up by the writer wait until no
-// sync has run for statusQuiet, but no longer than statusMaxDelay (a
-// write under way is not interrupted). Under a steady stream of changes
-// the writes come in batches that long apart: the longer, the more is
-// left to write after the last change.
+// way to Kong by a third. Statuses wait until no sync has run for
+// statusQuiet, but no longer than statusMaxDelay after they (or the
+// unwritten ones they replaced) were offered: a writer that fell behind,
+// under a steady stream of changes, writes at once. A write under way is
+// not interrupted.
 const (
 	statusQuiet    = 30 * time.Millisecond
 	statusMaxDelay = 250 * time.Millisecond

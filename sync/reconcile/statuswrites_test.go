@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -46,18 +47,23 @@ func (k *slowKong) ConfigHash(ctx context.Context) (string, error) {
 // loading then.
 type timedWriter struct {
 	kong       *slowKong
+	writeTime  time.Duration // how long each write takes, as the API server would
 	mu         sync.Mutex
-	at         []time.Time
+	at, ended  []time.Time
 	duringLoad int
 }
 
 func (w *timedWriter) Write(context.Context, *snapshot.Snapshot, translate.Status) (status.Result, error) {
 	w.mu.Lock()
-	defer w.mu.Unlock()
 	w.at = append(w.at, time.Now())
 	if w.kong.inLoad.Load() {
 		w.duringLoad++
 	}
+	w.mu.Unlock()
+	time.Sleep(w.writeTime) // the API server's time, not a wait for the test
+	w.mu.Lock()
+	w.ended = append(w.ended, time.Now())
+	w.mu.Unlock()
 	return status.Result{}, nil
 }
 func (w *timedWriter) Leading() bool { return true }
@@ -149,6 +155,35 @@ func TestStatusWritesWaitForSyncsToPauseButNotForever(t *testing.T) {
 	at, _ := w.writes()
 	if waited := at[len(written)].Sub(lastSync); waited < l.statusQuiet || waited >= l.statusMaxDelay {
 		t.Errorf("statuses written %v after the last sync: want the quiet period, %v", waited, l.statusQuiet)
+	}
+}
+
+// TestStatusWritesKeepUpWhenBehind: while syncs follow each other, a
+// writer whose writes take longer than the longest delay writes the next
+// statuses as soon as it is done: they waited while it wrote.
+func TestStatusWritesKeepUpWhenBehind(t *testing.T) {
+	kong := &slowKong{}
+	l, w, cache, ctx := statusLoop(t, kong)
+	l.statusQuiet, l.statusMaxDelay = 200*time.Millisecond, 400*time.Millisecond
+	w.writeTime = 2 * l.statusMaxDelay
+	deadline := time.Now().Add(10 * time.Second)
+	for generation := 1; ; generation++ {
+		cache.set(t, budgetBase+service("a")+route("a", "r", generation, 1))
+		if err := l.Sync(ctx); err != nil {
+			t.Fatal(err)
+		}
+		w.mu.Lock()
+		at, ended := slices.Clone(w.at), slices.Clone(w.ended)
+		w.mu.Unlock()
+		if len(at) >= 2 {
+			if gap := at[1].Sub(ended[0]); gap >= l.statusQuiet {
+				t.Errorf("the next statuses were written %v after a write that took %v: want at once", gap, w.writeTime)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("fewer than two status writes within 10s while syncs went on")
+		}
 	}
 }
 
