@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -189,16 +190,22 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 		PodName:          cfg.podName,
 	})
 
-	srv := &http.Server{Addr: cfg.listen, Handler: handler(reg, loop.Ready), ReadHeaderTimeout: 5 * time.Second}
+	// Bound before anything starts, so that a port taken is an error at
+	// once; the address is logged, as a port 0 picks it.
+	ln, err := net.Listen("tcp", cfg.listen)
+	if err != nil {
+		return fmt.Errorf("serving %s: %w", cfg.listen, err)
+	}
+	srv := &http.Server{Handler: handler(reg, loop.Ready), ReadHeaderTimeout: 5 * time.Second}
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.ListenAndServe() }()
+	go func() { serveErr <- srv.Serve(ln) }()
 	defer func() {
 		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = srv.Shutdown(shutdown)
 	}()
 
-	log.Info("konglet starting", "version", version, "scope", scope.String(), "kong", cfg.kongAdminURL)
+	log.Info("konglet starting", "version", version, "scope", scope.String(), "kong", cfg.kongAdminURL, "listen", ln.Addr().String())
 	go releaseWhenIdle(ctx)
 	cache.Start(ctx)
 	loopErr := make(chan error, 1)

@@ -140,7 +140,7 @@ func (p *proc) LogsContaining(s string) []string {
 // scrape reads /metrics as name{labels} -> value.
 func (p *proc) scrape() (map[string]float64, error) {
 	c := http.Client{Timeout: 5 * time.Second}
-	resp, err := c.Get(p.Metrics + "/metrics")
+	resp, err := c.Get(p.Metrics() + "/metrics")
 	if err != nil {
 		return nil, err
 	}

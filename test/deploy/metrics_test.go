@@ -276,7 +276,7 @@ func scrapeWithOneRoute(t *testing.T) map[string]*dto.MetricFamily {
 		if !ok || len(d.Targets) != 1 || d.Targets[0].Target != "198.18.0.30:8080" {
 			return fmt.Errorf("app.example.com is not routed to 198.18.0.30:8080 (%v)", d.Targets)
 		}
-		resp, err := http.Get(p.Metrics + "/readyz")
+		resp, err := http.Get(p.Metrics() + "/readyz")
 		if err != nil {
 			return err
 		}
@@ -286,7 +286,7 @@ func scrapeWithOneRoute(t *testing.T) map[string]*dto.MetricFamily {
 		}
 		return nil
 	})
-	resp, err := http.Get(p.Metrics + "/metrics")
+	resp, err := http.Get(p.Metrics() + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}

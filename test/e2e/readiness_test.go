@@ -179,10 +179,10 @@ func TestUnloadableConfigKeepsEveryReplicaReady(t *testing.T) {
 		if err := w.expectPodCondition(name, loadedCond, corev1.ConditionTrue, "Loaded", "Kong holds configuration ")(); err != nil {
 			t.Fatalf("the readiness condition must stay True while Kong serves its last configuration: %v", err)
 		}
-		if err := httpStatus(procs[i].Metrics+"/readyz", 200); err != nil {
+		if err := httpStatus(procs[i].Metrics()+"/readyz", 200); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		if err := metricIs(procs[i].Metrics, "konglet_kong_config_current", "0"); err != nil {
+		if err := metricIs(procs[i].Metrics(), "konglet_kong_config_current", "0"); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
 		if err := expectTargets(kongs[i], "app.example.com", "/", "198.18.0.70:8080")(); err != nil {
@@ -250,7 +250,7 @@ func TestRestartedKongletIsReadyBeforeTheAPIServer(t *testing.T) {
 	link.cut()
 	loads, posts := kong.Loads(), kong.Posts()
 	second := startKonglet(t, kong, args...)
-	eventually(t, 5*time.Second, "ready while the API server is away", func() error { return httpStatus(second.Metrics+"/readyz", 200) })
+	eventually(t, 5*time.Second, "ready while the API server is away", func() error { return httpStatus(second.Metrics()+"/readyz", 200) })
 	// Logged before it turns ready; the harness reads the log through a
 	// pipe, which may lag.
 	eventually(t, 5*time.Second, "a log of the configuration taken over", func() error {
@@ -266,7 +266,7 @@ func TestRestartedKongletIsReadyBeforeTheAPIServer(t *testing.T) {
 	if err := w.expectPodCondition("kong-a", loadedCond, corev1.ConditionTrue, "Loaded", kong.ConfigHash())(); err != nil {
 		t.Fatal(err)
 	}
-	if err := httpStatus(second.Metrics+"/readyz", 200); err != nil {
+	if err := httpStatus(second.Metrics()+"/readyz", 200); err != nil {
 		t.Fatal(err)
 	}
 	close(done)
@@ -307,7 +307,7 @@ func TestLeaderKongDownStatusesKeepFlowing(t *testing.T) {
 	if err := w.expectPodCondition(pods[leader], loadedCond, corev1.ConditionTrue, "Loaded", "")(); err != nil {
 		t.Fatalf("the leader's readiness condition: %v", err)
 	}
-	if err := httpStatus(procs[leader].Metrics+"/readyz", 200); err != nil {
+	if err := httpStatus(procs[leader].Metrics()+"/readyz", 200); err != nil {
 		t.Fatal(err)
 	}
 
@@ -357,10 +357,10 @@ func TestUnusableGatewayIsNotReady(t *testing.T) {
 	p := startKonglet(t, kong, "--gateway", w.ns+"/typo", "--publish-service", w.ns+"/kong-proxy", "--pod-name", "kong-a", "--pod-namespace", w.ns)
 	missing := "Gateway " + w.ns + "/typo not found (check --gateway)"
 	eventually(t, 10*time.Second, "the Pod says why it is not ready", w.expectPodCondition("kong-a", loadedCond, corev1.ConditionFalse, "NoUsableGateway", missing))
-	if err := httpStatus(p.Metrics+"/readyz", http.StatusServiceUnavailable); err != nil {
+	if err := httpStatus(p.Metrics()+"/readyz", http.StatusServiceUnavailable); err != nil {
 		t.Fatal(err)
 	}
-	if err := metricIs(p.Metrics, `konglet_gateway_usable{gateway="`+w.ns+`/typo"}`, "0"); err != nil {
+	if err := metricIs(p.Metrics(), `konglet_gateway_usable{gateway="`+w.ns+`/typo"}`, "0"); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(p.Logs(), `"level":"ERROR","msg":"cannot serve a bound Gateway","gateway":"`+w.ns+`/typo","problem":"`+missing+`"`) {
@@ -375,13 +375,13 @@ func TestUnusableGatewayIsNotReady(t *testing.T) {
 	w.create(&gwv1.Gateway{ObjectMeta: metav1.ObjectMeta{Name: "typo", Namespace: w.ns},
 		Spec: gwv1.GatewaySpec{GatewayClassName: gwv1.ObjectName(w.class + "-other"), Listeners: []gwv1.Listener{httpListener("http", 80, "")}}})
 	eventually(t, 10*time.Second, "another controller's Gateway is told", w.expectPodCondition("kong-a", loadedCond, corev1.ConditionFalse, "NoUsableGateway", "belongs to example.com/other, not to konglet"))
-	if err := httpStatus(p.Metrics+"/readyz", http.StatusServiceUnavailable); err != nil {
+	if err := httpStatus(p.Metrics()+"/readyz", http.StatusServiceUnavailable); err != nil {
 		t.Fatal(err)
 	}
 
 	// Bound to a Gateway of ours: ready.
 	p2 := startKonglet(t, kong, append(w.kongletArgs(), "--pod-name", "kong-a", "--pod-namespace", w.ns)...)
 	p.Stop()
-	eventually(t, 10*time.Second, "ready with a usable Gateway", func() error { return httpStatus(p2.Metrics+"/readyz", 200) })
+	eventually(t, 10*time.Second, "ready with a usable Gateway", func() error { return httpStatus(p2.Metrics()+"/readyz", 200) })
 	eventually(t, 10*time.Second, "the Pod is ready", w.expectPodCondition("kong-a", loadedCond, corev1.ConditionTrue, "Loaded", ""))
 }

@@ -184,7 +184,7 @@ func leaderIndex(t *testing.T, w *world, pods []string) int {
 // counter reads an unlabelled counter from a replica's /metrics.
 func counter(t *testing.T, p *process, name string) float64 {
 	t.Helper()
-	resp, err := http.Get(p.Metrics + "/metrics")
+	resp, err := http.Get(p.Metrics() + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}

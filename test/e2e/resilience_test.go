@@ -84,7 +84,7 @@ func TestKongRestartAndOutage(t *testing.T) {
 	w.create(w.route("app", []string{"app.example.com"}, gwv1.HTTPRouteRule{BackendRefs: []gwv1.HTTPBackendRef{backendRef("", "app", 80, 1)}}))
 	p := startKonglet(t, kong, w.kongletArgs()...)
 	eventually(t, 10*time.Second, "served", expectTargets(kong, "app.example.com", "/", "198.18.0.40:8080"))
-	eventually(t, 5*time.Second, "ready", func() error { return httpStatus(p.Metrics+"/readyz", 200) })
+	eventually(t, 5*time.Second, "ready", func() error { return httpStatus(p.Metrics()+"/readyz", 200) })
 
 	loads := kong.Loads()
 	kong.Restart()
@@ -103,7 +103,7 @@ func TestKongRestartAndOutage(t *testing.T) {
 	w.backend(w.ns, "second", 80, 8080, "198.18.0.41")
 	w.create(w.route("second", []string{"second.example.com"}, gwv1.HTTPRouteRule{BackendRefs: []gwv1.HTTPBackendRef{backendRef("", "second", 80, 1)}}))
 	eventually(t, 10*time.Second, "konglet says Kong is unreachable", func() error {
-		return metricIs(p.Metrics, "konglet_kong_reachable", "0")
+		return metricIs(p.Metrics(), "konglet_kong_reachable", "0")
 	})
 	kong.SetDown(false)
 	kong.FailNext(http.StatusTooManyRequests, 1)

@@ -6,8 +6,8 @@ package harness
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"strings"
@@ -44,13 +44,14 @@ func Build(dir string, race bool) (string, error) {
 // Process is one running konglet.
 type Process struct {
 	cmd *exec.Cmd
-	// Metrics is the base URL of /metrics, /healthz and /readyz.
-	Metrics string
 	// Started is the moment just before the process was started.
 	Started time.Time
 	done    chan struct{}
 	mu      sync.Mutex
 	logs    []string
+	// listening is closed once address, where konglet serves, is known.
+	listening chan struct{}
+	address   string
 }
 
 // Options adjust StartWith: environment added to the test's, and a filter
@@ -69,18 +70,16 @@ func Start(bin, kubeconfig, kongURL string, args ...string) (*Process, error) {
 
 // StartWith is Start with Options.
 func StartWith(opts Options, bin, kubeconfig, kongURL string, args ...string) (*Process, error) {
-	addr, err := FreeAddress()
-	if err != nil {
-		return nil, err
-	}
+	// Port 0: konglet binds a free port and logs it (a port picked here
+	// could be taken by another process before konglet binds it).
 	all := append([]string{"run",
 		"--kubeconfig", kubeconfig,
 		"--kong-admin-url", kongURL,
-		"--listen", addr,
+		"--listen", "127.0.0.1:0",
 		"--kong-poll-interval", "100ms",
 		"--log-level", "debug",
 	}, args...)
-	p := &Process{cmd: exec.Command(bin, all...), Metrics: "http://" + addr, done: make(chan struct{})}
+	p := &Process{cmd: exec.Command(bin, all...), done: make(chan struct{}), listening: make(chan struct{})}
 	if opts.Env != nil {
 		p.cmd.Env = append(os.Environ(), opts.Env...)
 	}
@@ -97,6 +96,7 @@ func StartWith(opts Options, bin, kubeconfig, kongURL string, args ...string) (*
 		s := bufio.NewScanner(stderr)
 		s.Buffer(make([]byte, 1<<20), 1<<20)
 		for s.Scan() {
+			p.noteAddress(s.Text())
 			if opts.Take != nil && opts.Take(s.Text()) {
 				continue
 			}
@@ -106,6 +106,36 @@ func StartWith(opts Options, bin, kubeconfig, kongURL string, args ...string) (*
 		}
 	}()
 	return p, nil
+}
+
+// noteAddress takes where konglet serves from its start line.
+func (p *Process) noteAddress(line string) {
+	if p.address != "" || !strings.Contains(line, `"msg":"konglet starting"`) {
+		return
+	}
+	var start struct{ Listen string }
+	if json.Unmarshal([]byte(line), &start) == nil && start.Listen != "" {
+		p.address = start.Listen
+		close(p.listening)
+	}
+}
+
+// Metrics is the base URL of /metrics, /healthz and /readyz; it waits for
+// konglet to say where it serves (at most 30 s, or until it exits: then
+// the URL has no port, and requests to it fail).
+func (p *Process) Metrics() string {
+	select {
+	case <-p.listening:
+		return "http://" + p.address
+	case <-p.done:
+	case <-time.After(30 * time.Second):
+	}
+	select {
+	case <-p.listening:
+		return "http://" + p.address
+	default:
+		return "http://127.0.0.1:0"
+	}
 }
 
 // StartForTest is Start for one test: stopped when it ends, its logs shown
@@ -169,16 +199,6 @@ func (p *Process) Logs() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return strings.Join(p.logs, "\n")
-}
-
-// FreeAddress is a loopback address with a port free right now.
-func FreeAddress() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
 }
 
 // Poll calls check every interval until it returns nil (nil) or timeout
