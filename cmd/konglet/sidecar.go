@@ -153,6 +153,13 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	// Bound before anything starts (name resolution, leader election), so
+	// that a port taken is an error at once; the address is logged, as a
+	// port 0 picks it.
+	ln, err := net.Listen("tcp", cfg.listen)
+	if err != nil {
+		return fmt.Errorf("serving %s: %w", cfg.listen, err)
+	}
 	if cfg.externalName {
 		names := informers.NewExternalNames(externalNameRefresh, cache.Notify)
 		cache.AllowExternalNames(names)
@@ -190,12 +197,6 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 		PodName:          cfg.podName,
 	})
 
-	// Bound before anything starts, so that a port taken is an error at
-	// once; the address is logged, as a port 0 picks it.
-	ln, err := net.Listen("tcp", cfg.listen)
-	if err != nil {
-		return fmt.Errorf("serving %s: %w", cfg.listen, err)
-	}
 	srv := &http.Server{Handler: handler(reg, loop.Ready), ReadHeaderTimeout: 5 * time.Second}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()

@@ -378,8 +378,8 @@ func (l *Loop) writeStatuses(ctx context.Context) {
 			continue
 		}
 		// A writer behind (its last writes took longer than the delay)
-		// writes at once.
-		if l.syncsPause(ctx, l.statusQuiet, time.Until(job.offered.Add(l.statusMaxDelay))) != nil {
+		// waits a quiet period at most: syncs keep a turn.
+		if l.syncsPause(ctx, l.statusQuiet, max(time.Until(job.offered.Add(l.statusMaxDelay)), l.statusQuiet)) != nil {
 			return
 		}
 		select {
@@ -401,8 +401,8 @@ func (l *Loop) writeStatuses(ctx context.Context) {
 // way to Kong by a third. Statuses wait until no sync has run for
 // statusQuiet, but no longer than statusMaxDelay after they (or the
 // unwritten ones they replaced) were offered: a writer that fell behind,
-// under a steady stream of changes, writes at once. A write under way is
-// not interrupted.
+// under a steady stream of changes, waits a quiet period at most. A write
+// under way is not interrupted.
 const (
 	statusQuiet    = 30 * time.Millisecond
 	statusMaxDelay = 250 * time.Millisecond
