@@ -17,21 +17,24 @@ import (
 	"github.com/konglet/konglet/sync/translate"
 )
 
-// slowKong takes loadTime over each load, as a Kong with a large
-// configuration does, and tells whether a load is in flight.
+// slowKong loads until the test closes hold (when set before the sync),
+// as a Kong with a large configuration takes its time, and tells whether
+// a load is in flight.
 type slowKong struct {
 	fakeKong
-	loadTime time.Duration
-	mu       sync.Mutex
-	inLoad   atomic.Bool
-	loads    atomic.Int32
+	hold   chan struct{}
+	mu     sync.Mutex
+	inLoad atomic.Bool
+	loads  atomic.Int32
 }
 
 func (k *slowKong) Load(ctx context.Context, doc []byte) error {
 	k.loads.Add(1)
 	k.inLoad.Store(true)
 	defer k.inLoad.Store(false)
-	time.Sleep(k.loadTime) // Kong's own work, not a wait for the test
+	if k.hold != nil {
+		<-k.hold
+	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	return k.fakeKong.Load(ctx, doc)
@@ -43,11 +46,12 @@ func (k *slowKong) ConfigHash(ctx context.Context) (string, error) {
 	return k.fakeKong.ConfigHash(ctx)
 }
 
-// timedWriter leads and notes when each write came and whether Kong was
-// loading then.
+// timedWriter leads and notes when each write came and ended, and whether
+// Kong was loading then; when hold is set (before the first sync), a write
+// lasts until the test closes it, as a slow API server's would.
 type timedWriter struct {
 	kong       *slowKong
-	writeTime  time.Duration // how long each write takes, as the API server would
+	hold       chan struct{}
 	mu         sync.Mutex
 	at, ended  []time.Time
 	duringLoad int
@@ -60,7 +64,9 @@ func (w *timedWriter) Write(context.Context, *snapshot.Snapshot, translate.Statu
 		w.duringLoad++
 	}
 	w.mu.Unlock()
-	time.Sleep(w.writeTime) // the API server's time, not a wait for the test
+	if w.hold != nil {
+		<-w.hold
+	}
 	w.mu.Lock()
 	w.ended = append(w.ended, time.Now())
 	w.mu.Unlock()
@@ -74,11 +80,14 @@ func (w *timedWriter) writes() (at []time.Time, duringLoad int) {
 	return append([]time.Time(nil), w.at...), w.duringLoad
 }
 
-func statusLoop(t *testing.T, kong *slowKong) (*Loop, *timedWriter, *fakeCache, context.Context) {
+// statusLoop is a loop with a status writer running, waiting the quiet
+// period and at most the longest delay given.
+func statusLoop(t *testing.T, kong *slowKong, quiet, maxDelay time.Duration) (*Loop, *timedWriter, *fakeCache, context.Context) {
 	cache := &fakeCache{}
 	cache.set(t, budgetBase+service("a")+route("a", "r", 1, 1))
 	w := &timedWriter{kong: kong}
 	l := New(cache, kong, w, nil, nil, slog.New(slog.NewTextHandler(io.Discard, nil)), NewMetrics(prometheus.NewRegistry()), Options{})
+	l.statusQuiet, l.statusMaxDelay = quiet, maxDelay
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	go l.writeStatuses(ctx)
@@ -89,14 +98,27 @@ func statusLoop(t *testing.T, kong *slowKong) (*Loop, *timedWriter, *fakeCache, 
 // that loads longer than the quiet period are written after it (once: the
 // newer ones, offered meanwhile), not while Kong loads.
 func TestStatusWritesWaitOutALongSync(t *testing.T) {
-	kong := &slowKong{loadTime: 4 * statusQuiet}
-	l, w, cache, ctx := statusLoop(t, kong)
+	kong := &slowKong{}
+	// A quiet period long enough that a loaded machine starts the second
+	// sync within it.
+	l, w, cache, ctx := statusLoop(t, kong, 200*time.Millisecond, 5*time.Second)
 	if err := l.Sync(ctx); err != nil {
 		t.Fatal(err)
 	}
-	// A change right after: the second sync loads too.
+	// A change right after: the second sync loads, as long as the test
+	// holds it.
 	cache.set(t, budgetBase+service("a")+route("a", "r", 1, 2))
-	if err := l.Sync(ctx); err != nil {
+	kong.hold = make(chan struct{})
+	synced := make(chan error, 1)
+	go func() { synced <- l.Sync(ctx) }()
+	if !poll(10*time.Second, kong.inLoad.Load) {
+		t.Fatal("the second sync never loaded")
+	}
+	if poll(4*l.statusQuiet, func() bool { at, _ := w.writes(); return len(at) > 0 }) {
+		t.Error("statuses written while Kong loaded")
+	}
+	close(kong.hold)
+	if err := <-synced; err != nil {
 		t.Fatal(err)
 	}
 	secondEnded := time.Now()
@@ -119,11 +141,9 @@ func TestStatusWritesWaitOutALongSync(t *testing.T) {
 // each other, the statuses wait the longest delay, then are written; after
 // the last sync, they are written once the quiet period has passed.
 func TestStatusWritesWaitForSyncsToPauseButNotForever(t *testing.T) {
-	kong := &slowKong{}
-	l, w, cache, ctx := statusLoop(t, kong)
 	// Long enough that a loaded machine does not pause a loop of syncs
 	// for a quiet period.
-	l.statusQuiet, l.statusMaxDelay = 200*time.Millisecond, time.Second
+	l, w, cache, ctx := statusLoop(t, &slowKong{}, 200*time.Millisecond, time.Second)
 	var firstOffer time.Time
 	for generation := 1; ; generation++ {
 		cache.set(t, budgetBase+service("a")+route("a", "r", generation, 1))
@@ -159,14 +179,13 @@ func TestStatusWritesWaitForSyncsToPauseButNotForever(t *testing.T) {
 }
 
 // TestStatusWritesKeepUpWhenBehind: while syncs follow each other, a
-// writer whose writes take longer than the longest delay writes the next
+// writer whose write took longer than the longest delay writes the next
 // statuses a quiet period after it is done, not the longest delay: they
 // waited while it wrote.
 func TestStatusWritesKeepUpWhenBehind(t *testing.T) {
-	kong := &slowKong{}
-	l, w, cache, ctx := statusLoop(t, kong)
-	l.statusQuiet, l.statusMaxDelay = 100*time.Millisecond, 800*time.Millisecond
-	w.writeTime = 2 * l.statusMaxDelay
+	l, w, cache, ctx := statusLoop(t, &slowKong{}, 100*time.Millisecond, 800*time.Millisecond)
+	w.hold = make(chan struct{})
+	held := true
 	deadline := time.Now().Add(10 * time.Second)
 	for generation := 1; ; generation++ {
 		cache.set(t, budgetBase+service("a")+route("a", "r", generation, 1))
@@ -176,9 +195,14 @@ func TestStatusWritesKeepUpWhenBehind(t *testing.T) {
 		w.mu.Lock()
 		at, ended := slices.Clone(w.at), slices.Clone(w.ended)
 		w.mu.Unlock()
+		// The first write lasts twice the longest delay, syncs going on.
+		if held && len(at) == 1 && time.Since(at[0]) >= 2*l.statusMaxDelay {
+			close(w.hold)
+			held = false
+		}
 		if len(at) >= 2 {
 			if gap := at[1].Sub(ended[0]); gap < l.statusQuiet || gap >= (l.statusQuiet+l.statusMaxDelay)/2 {
-				t.Errorf("the next statuses were written %v after a write that took %v: want the quiet period, %v", gap, w.writeTime, l.statusQuiet)
+				t.Errorf("the next statuses were written %v after a write that took %v: want the quiet period, %v", gap, ended[0].Sub(at[0]), l.statusQuiet)
 			}
 			return
 		}
