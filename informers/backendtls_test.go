@@ -1,9 +1,7 @@
 package informers
 
 import (
-	"context"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -37,17 +35,7 @@ func TestConfigMapWatchersReadOnlyWhatPoliciesName(t *testing.T) {
 		return true, &gwv1.GatewayList{}, nil
 	})
 	gw.PrependWatchReactor("gateways", func(clienttesting.Action) (bool, watch.Interface, error) { return true, watch.NewRaceFreeFake(), nil })
-	c, err := New(kube, gw, Scope{ControllerName: snapshot.DefaultControllerName, Gateways: []types.NamespacedName{{Namespace: "gw", Name: "kong"}},
-		MaxConfigMapBytes: 10}, NewTrigger(time.Millisecond, time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	c.Start(ctx)
-	if !c.WaitForSync(ctx) {
-		t.Fatal("caches did not sync")
-	}
+	c, ctx := startedCache(t, kube, gw, Scope{ControllerName: snapshot.DefaultControllerName, Gateways: []types.NamespacedName{{Namespace: "gw", Name: "kong"}}, MaxConfigMapBytes: 10})
 	// The watchers a snapshot starts are waited for (a restart must not
 	// fail the backends until a later sync).
 	s, err := c.Snapshot(snapshot.DefaultKong(snapshot.RouterExpressions))

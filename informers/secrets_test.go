@@ -84,17 +84,7 @@ func TestSecretWatchersReadOnlyWhatListenersUse(t *testing.T) {
 		return true, &gwv1.GatewayList{Items: []gwv1.Gateway{*gateway}}, nil
 	})
 	gw.PrependWatchReactor("gateways", func(clienttesting.Action) (bool, watch.Interface, error) { return true, gatewayEvents, nil })
-	c, err := New(kube, gw, Scope{ControllerName: snapshot.DefaultControllerName, Gateways: []types.NamespacedName{{Namespace: "gw", Name: "kong"}}, MaxSecretBytes: 1000},
-		NewTrigger(time.Millisecond, time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	c.Start(ctx)
-	if !c.WaitForSync(ctx) {
-		t.Fatal("caches did not sync")
-	}
+	c, ctx := startedCache(t, kube, gw, Scope{ControllerName: snapshot.DefaultControllerName, Gateways: []types.NamespacedName{{Namespace: "gw", Name: "kong"}}, MaxSecretBytes: 1000})
 	s, err := c.Snapshot(snapshot.DefaultKong(snapshot.RouterExpressions))
 	if err != nil {
 		t.Fatal(err)

@@ -16,9 +16,11 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gwclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 	gwfake "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned/fake"
 	gwlisters "sigs.k8s.io/gateway-api/pkg/client/listers/apis/v1"
 
@@ -37,16 +39,7 @@ func TestSnapshotListsInAFixedOrder(t *testing.T) {
 			&gwv1.ReferenceGrant{ObjectMeta: metav1.ObjectMeta{Namespace: fmt.Sprintf("ns-%d", i%3), Name: fmt.Sprintf("grant-%d", i)}},
 			&gwv1.ListenerSet{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: fmt.Sprintf("set-%d", 7-i)}})
 	}
-	c, err := New(kubefake.NewClientset(kube...), gwfake.NewClientset(gw...), Scope{ControllerName: snapshot.DefaultControllerName}, NewTrigger(time.Millisecond, time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	c.Start(ctx)
-	if !c.WaitForSync(ctx) {
-		t.Fatal("caches did not sync")
-	}
+	c, _ := startedCache(t, kubefake.NewClientset(kube...), gwfake.NewClientset(gw...), Scope{ControllerName: snapshot.DefaultControllerName})
 	s, err := c.Snapshot(snapshot.Kong{})
 	if err != nil {
 		t.Fatal(err)
@@ -71,6 +64,23 @@ func TestSnapshotListsInAFixedOrder(t *testing.T) {
 	check("ReferenceGrants", grants, 8)
 	check("ListenerSets", sets, 8)
 	check("EndpointSlices", eps, 8)
+}
+
+// startedCache is the cache of the test's clients and scope, started and
+// synced; it stops when the test ends.
+func startedCache(t *testing.T, kube kubernetes.Interface, gw gwclient.Interface, scope Scope) (*Cache, context.Context) {
+	t.Helper()
+	c, err := New(kube, gw, scope, NewTrigger(time.Millisecond, time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	c.Start(ctx)
+	if !c.WaitForSync(ctx) {
+		t.Fatal("caches did not sync")
+	}
+	return c, ctx
 }
 
 // backendRoute is an HTTPRoute of namespace app, on the Gateway of that
@@ -223,17 +233,7 @@ func TestAnOlderSnapshotNeverRecordsAfterANewerOne(t *testing.T) {
 	route := backendRoute("r", "kong", "web")
 	route.ResourceVersion = "1"
 	gw := gwfake.NewClientset(route)
-	c, err := New(kubefake.NewClientset(), gw, Scope{ControllerName: snapshot.DefaultControllerName,
-		Gateways: []types.NamespacedName{{Namespace: "kong", Name: "kong"}}}, NewTrigger(time.Millisecond, time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	c.Start(ctx)
-	if !c.WaitForSync(ctx) {
-		t.Fatal("caches did not sync")
-	}
+	c, ctx := startedCache(t, kubefake.NewClientset(), gw, Scope{ControllerName: snapshot.DefaultControllerName, Gateways: []types.NamespacedName{{Namespace: "kong", Name: "kong"}}})
 	routes := &heldRoutes{HTTPRouteLister: c.httpRoutes, held: make(chan struct{}), release: make(chan struct{})}
 	routes.hold.Store(true)
 	c.httpRoutes = routes
@@ -292,17 +292,7 @@ func TestAnOlderSnapshotNeverRecordsAfterANewerOne(t *testing.T) {
 func TestStatusSnapshotRecordsNothing(t *testing.T) {
 	route := backendRoute("r", "kong", "web")
 	gw := gwfake.NewClientset(route)
-	c, err := New(kubefake.NewClientset(), gw, Scope{ControllerName: snapshot.DefaultControllerName,
-		Gateways: []types.NamespacedName{{Namespace: "kong", Name: "kong"}}}, NewTrigger(time.Millisecond, time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	c.Start(ctx)
-	if !c.WaitForSync(ctx) {
-		t.Fatal("caches did not sync")
-	}
+	c, ctx := startedCache(t, kubefake.NewClientset(), gw, Scope{ControllerName: snapshot.DefaultControllerName, Gateways: []types.NamespacedName{{Namespace: "kong", Name: "kong"}}})
 	if _, err := c.Snapshot(snapshot.Kong{}); err != nil {
 		t.Fatal(err)
 	}
