@@ -555,12 +555,12 @@ func (l *Loop) Sync(ctx context.Context) error {
 		info, err := l.kong.Info(ctx)
 		asked <- infoAnswer{info, err}
 	}()
-	var early *translation
-	var earlyKong snapshot.Kong
+	var tr *translation
+	var trKong snapshot.Kong
 	if l.info != nil {
 		var err error
-		earlyKong = KongFromInfo(*l.info)
-		if early, err = l.translateFor(earlyKong); err != nil {
+		trKong = KongFromInfo(*l.info)
+		if tr, err = l.translateFor(trKong); err != nil {
 			return err
 		}
 	}
@@ -587,19 +587,18 @@ func (l *Loop) Sync(ctx context.Context) error {
 		l.kongNode = info.NodeID
 		l.log.Info("Kong found", "version", info.Version, "node_id", info.NodeID, "router_flavor", info.RouterFlavor)
 	}
-	if kong := KongFromInfo(info); early == nil || !earlyKong.Equal(kong) {
+	if kong := KongFromInfo(info); tr == nil || !trKong.Equal(kong) {
 		var err error
-		if early, err = l.translateFor(kong); err != nil {
+		if tr, err = l.translateFor(kong); err != nil {
 			return err
 		}
 	}
-	snap := early.snap
+	snap := tr.snap
 	l.log.Debug("snapshot", "gateways", len(snap.Gateways), "httproutes", len(snap.HTTPRoutes), "services", len(snap.Services),
 		"router", snap.Kong.RouterFlavor, "publish_service", snap.PublishService != nil)
 	var hash string
 	var loadErr error
 	startedOver := false
-	tr := early
 	for round := 0; ; round++ {
 		if round > 0 {
 			var err error
