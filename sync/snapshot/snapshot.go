@@ -114,7 +114,9 @@ type Snapshot struct {
 	ListenerSets    []*gwv1.ListenerSet
 	ReferenceGrants []*gwv1.ReferenceGrant
 	Services        map[types.NamespacedName]*Service
-	// EndpointSlices by the Service they belong to.
+	// EndpointSlices by the Service they belong to. A list is never
+	// modified in place: a change replaces it (WithEndpointSlice), so a
+	// translation may keep it to compare with the next snapshot's.
 	EndpointSlices map[types.NamespacedName][]*EndpointSlice
 	// BackendsVersion names Services and EndpointSlices as they are: two
 	// snapshots of one cache with the same version (not 0) hold the same

@@ -8,10 +8,21 @@ import (
 	"github.com/konglet/konglet/proxy/declarative"
 )
 
-// emit builds the Kong service of every servable rule, with a Kong route
-// per match and placement, and the upstreams they balance over.
-func (t *translator) emit(r route, rules []ruleResult, places []placement, clientCert *declarative.Certificate) (services []*declarative.Service, kongRoutes []*kongRoute, upstreams []*declarative.Upstream) {
+// emit builds, into out, the Kong service of every servable rule, with a
+// Kong route per match and placement, and the upstreams they balance over.
+func (t *translator) emit(out *routeOutput, r route, rules []ruleResult, places []placement, clientCert *declarative.Certificate) {
 	tags := objectTags(string(r.kind), r.meta.Namespace, r.meta.Name)
+	services, upstreams := out.serviceBuf[:0], out.upstreamBuf[:0]
+	// The route's Kong routes are allocated together: a first translation
+	// makes tens of thousands.
+	n := 0
+	for _, rule := range rules {
+		if rule.dropped == "" {
+			n += len(rule.matches) * len(places)
+		}
+	}
+	routes, krs := make([]declarative.Route, n), make([]kongRoute, n)
+	next := 0
 	for _, rule := range rules {
 		if rule.dropped != "" {
 			continue
@@ -50,12 +61,7 @@ func (t *translator) emit(r route, rules []ruleResult, places []placement, clien
 			}
 		}
 		rule.filters.serviceTimeouts(svc)
-		// The rule's Kong routes are allocated together: a first
-		// translation makes tens of thousands.
-		routes := make([]declarative.Route, len(rule.matches)*len(places))
-		krs := make([]kongRoute, len(routes))
-		svc.Routes = make([]*declarative.Route, 0, len(routes))
-		kongRoutes = slices.Grow(kongRoutes, len(routes))
+		svc.Routes = make([]*declarative.Route, 0, len(rule.matches)*len(places))
 		for mi, m := range rule.matches {
 			for pi, place := range places {
 				name := names.route(mi, pi)
@@ -64,21 +70,20 @@ func (t *translator) emit(r route, rules []ruleResult, places []placement, clien
 					plugins = append(plugins, &declarative.Plugin{ID: declarative.ID("plugin", name, "post-function"), Name: "post-function",
 						Config: map[string]any{"access": []string{backendChunk(rule.backends)}}, Tags: tags})
 				}
-				k := len(svc.Routes)
-				kr := &krs[k]
-				*kr = t.kongRoute(&routes[k], name, place, m, rule.filters, r.stream())
+				kr := &krs[next]
+				*kr = t.kongRoute(&routes[next], name, place, m, rule.filters, r.stream())
+				next++
 				kr.order = routeOrder{rule: rule.index, match: mi}
 				kr.route.Plugins = plugins
 				if len(rule.backends) == 0 && !rule.filters.redirects() && !r.stream() {
 					kr.route.Plugins = append(kr.route.Plugins, noBackendPlugin(name, tags))
 				}
 				svc.Routes = append(svc.Routes, kr.route)
-				kongRoutes = append(kongRoutes, kr)
 			}
 		}
 		services = append(services, svc)
 	}
-	return services, kongRoutes, upstreams
+	out.services, out.kongRoutes, out.upstreams = slices.Clip(services), krs, slices.Clip(upstreams)
 }
 
 // ruleNames are the names of a rule's Kong service (kind.namespace.name.

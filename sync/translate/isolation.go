@@ -41,6 +41,17 @@ func covers(pattern, host string) bool {
 	return pattern == "" || pattern == host || (isWildcard(pattern) && wildcardMatches(pattern, host))
 }
 
+// onlyProtocol lists each of Kong's route protocols alone: most Kong
+// routes have one, and share its list (a first translation makes tens of
+// thousands). Never written through; placements clips before an append.
+var onlyProtocol = map[string][]string{}
+
+func init() {
+	for _, p := range []string{"http", "https", "grpc", "grpcs", "tcp", "udp", "tls", "tls_passthrough"} {
+		onlyProtocol[p] = []string{p}
+	}
+}
+
 // placements splits where a route is served into Kong routes, appended to
 // out: ports of a hostname that need the same exclusions share one.
 func (t *translator) placements(out []placement, where attachment, listeners listenerPorts) []placement {
@@ -68,8 +79,10 @@ func (t *translator) placements(out []placement, where attachment, listeners lis
 			p := &out[from+g]
 			p.ports = append(p.ports, at.dstPort)
 			p.matchPort = p.matchPort || len(listeners.ofProtocol[at.listener.kongProtocol]) > 1
-			if !slices.Contains(p.protocols, at.protocol) {
-				p.protocols = append(p.protocols, at.protocol)
+			if len(p.protocols) == 0 && onlyProtocol[at.protocol] != nil {
+				p.protocols = onlyProtocol[at.protocol]
+			} else if !slices.Contains(p.protocols, at.protocol) {
+				p.protocols = append(slices.Clip(p.protocols), at.protocol)
 			}
 		}
 		for g := from; g < len(out); g++ {

@@ -104,9 +104,10 @@ type routeOutput struct {
 	// Gateway.
 	parents []gwv1.RouteParentStatus
 	// listeners are the indexes of the listeners it is attached to.
-	listeners  []int
-	services   []*declarative.Service
-	kongRoutes []*kongRoute
+	listeners []int
+	services  []*declarative.Service
+	// kongRoutes are its services' routes, with what ranks them.
+	kongRoutes []kongRoute
 	// upstreams are those of its services, each once.
 	upstreams []*declarative.Upstream
 	// backends are the Services its backendRefs looked up.
@@ -119,6 +120,15 @@ type routeOutput struct {
 	// saw it, and its rank there.
 	route route
 	rank  int
+	// The lists of the usual route (one parent, one rule, one listener)
+	// start in these: a first translation makes tens of thousands of
+	// outputs, and each list was an allocation. They are clipped, so an
+	// append by a reader copies.
+	parentBuf    [1]gwv1.RouteParentStatus
+	conditionBuf [2]metav1.Condition // Accepted, ResolvedRefs (rarely PartiallyInvalid too)
+	listenerBuf  [1]int
+	serviceBuf   [1]*declarative.Service
+	upstreamBuf  [1]*declarative.Upstream
 }
 
 // mergedRoutes are the outputs of the routes, merged in rank order.
@@ -294,10 +304,11 @@ func (m *mergedRoutes) add(rank int, out *routeOutput) {
 		m.attached[i]++
 	}
 	m.services = append(m.services, out.services...)
-	for _, kr := range out.kongRoutes {
+	for i := range out.kongRoutes {
+		kr := &out.kongRoutes[i]
 		kr.order.route = rank
+		m.kongRoutes = append(m.kongRoutes, kr)
 	}
-	m.kongRoutes = append(m.kongRoutes, out.kongRoutes...)
 	for _, u := range out.upstreams {
 		if _, ok := m.upstreams[u.Name]; !ok {
 			m.upstreams[u.Name] = u
@@ -310,6 +321,7 @@ func (m *mergedRoutes) add(rank int, out *routeOutput) {
 // names the listeners an older route of the other kind holds.
 func (t *translator) translateRoute(r route, gws []*gateway, ports listenerPorts, attachedBefore []int, lostOn map[int]string) *routeOutput {
 	out := &routeOutput{lostOn: lostOn}
+	out.listeners = out.listenerBuf[:0]
 	gen := r.meta.Generation
 	type verdict struct {
 		ref             gwv1.ParentReference
@@ -335,6 +347,7 @@ func (t *translator) translateRoute(r route, gws []*gateway, ports listenerPorts
 		out.listeners, reason, msg = t.attach(r, listeners, ref, &where, out.listeners, attachedBefore, lostOn)
 		verdicts = append(verdicts, verdict{ref, reason, msg})
 	}
+	out.listeners = slices.Clip(out.listeners)
 	if len(verdicts) == 0 {
 		return out
 	}
@@ -344,8 +357,8 @@ func (t *translator) translateRoute(r route, gws []*gateway, ports listenerPorts
 	checkRedirectHosts(rules, where)
 	refusal, refused := t.refused[r.key()]
 	servable := false
-	parents := make([]gwv1.RouteParentStatus, 0, len(verdicts))
-	for _, v := range verdicts {
+	parents := out.parentBuf[:0]
+	for i, v := range verdicts {
 		reason, msg := v.reason, v.message
 		if reason == "" {
 			reason, msg = rulesVerdict(rules)
@@ -353,8 +366,10 @@ func (t *translator) translateRoute(r route, gws []*gateway, ports listenerPorts
 		if reason == "" && refused {
 			reason, msg = string(gwv1.RouteReasonUnsupportedValue), refusal
 		}
-		st := gwv1.RouteParentStatus{ParentRef: v.ref, ControllerName: gwv1.GatewayController(t.snap.ControllerName),
-			Conditions: make([]metav1.Condition, 0, 2)} // Accepted, ResolvedRefs (rarely PartiallyInvalid)
+		st := gwv1.RouteParentStatus{ParentRef: v.ref, ControllerName: gwv1.GatewayController(t.snap.ControllerName)}
+		if i == 0 {
+			st.Conditions = out.conditionBuf[:0]
+		}
 		if reason == "" {
 			servable = true
 			st.Conditions = append(st.Conditions, condition(string(gwv1.RouteConditionAccepted), true, string(gwv1.RouteReasonAccepted), notes(rules), gen))
@@ -365,12 +380,13 @@ func (t *translator) translateRoute(r route, gws []*gateway, ports listenerPorts
 		if partial := partiallyInvalid(rules, gen); partial != nil && reason == "" {
 			st.Conditions = append(st.Conditions, *partial)
 		}
+		st.Conditions = slices.Clip(st.Conditions)
 		parents = append(parents, st)
 	}
-	out.parents = parents
+	out.parents = slices.Clip(parents)
 	if servable {
 		var places [2]placement // on the stack for the usual one or two
-		out.services, out.kongRoutes, out.upstreams = t.emit(r, rules, t.placements(places[:0], where, ports), clientCert)
+		t.emit(out, r, rules, t.placements(places[:0], where, ports), clientCert)
 	}
 	return out
 }

@@ -102,12 +102,13 @@ func (t *translator) rules(r route) (out []ruleResult, read []backendInput) {
 }
 
 // noteRead adds a Service lookup to read, once, and returns it: the
-// backend is resolved from what the Memo compares.
+// backend is resolved from what the Memo compares (the snapshot's list of
+// EndpointSlices, never modified in place).
 func (t *translator) noteRead(read []backendInput, key types.NamespacedName) ([]backendInput, backendInput) {
 	if i := slices.IndexFunc(read, func(b backendInput) bool { return b.key == key }); i >= 0 {
 		return read, read[i]
 	}
-	in := backendInput{key: key, service: t.snap.Services[key], slices: slices.Clone(t.snap.EndpointSlices[key])}
+	in := backendInput{key: key, service: t.snap.Services[key], slices: t.snap.EndpointSlices[key]}
 	return append(read, in), in
 }
 
