@@ -8,11 +8,13 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	"sigs.k8s.io/yaml"
@@ -141,7 +143,9 @@ func (o *Objects) decodeOne(doc []byte) error {
 
 // into decodes one object strictly (unknown fields are errors, as the API
 // server would say) and, like kubectl, puts it in "default" if it names no
-// namespace.
+// namespace. A name the API server would refuse is an error too: names
+// reach Kong's entity names, which take only what Kubernetes names may
+// hold.
 func into[T any, P interface {
 	*T
 	metav1.Object
@@ -153,7 +157,30 @@ func into[T any, P interface {
 	if namespaced && obj.GetNamespace() == "" {
 		obj.SetNamespace(metav1.NamespaceDefault)
 	}
+	if err := checkNames(obj, namespaced); err != nil {
+		return err
+	}
 	*list = append(*list, obj)
+	return nil
+}
+
+// checkNames refuses the names the API server refuses: a Service's must be
+// a DNS label (RFC 1035), a Namespace's a DNS label (RFC 1123), any other
+// object's a DNS subdomain; a namespace is a Namespace's name.
+func checkNames(obj metav1.Object, namespaced bool) error {
+	check := validation.IsDNS1123Subdomain
+	switch obj.(type) {
+	case *corev1.Service:
+		check = validation.IsDNS1035Label
+	case *corev1.Namespace:
+		check = validation.IsDNS1123Label
+	}
+	if errs := check(obj.GetName()); len(errs) > 0 {
+		return fmt.Errorf("metadata.name %q: %s", obj.GetName(), strings.Join(errs, "; "))
+	}
+	if errs := validation.IsDNS1123Label(obj.GetNamespace()); namespaced && len(errs) > 0 {
+		return fmt.Errorf("metadata.namespace %q: %s", obj.GetNamespace(), strings.Join(errs, "; "))
+	}
 	return nil
 }
 
