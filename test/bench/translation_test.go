@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -75,10 +76,9 @@ func (b *bencher) translation(t *testing.T) {
 		name := fmt.Sprintf("routes=%d, %s:", n, kind)
 		opMS := vals["ns/op"] / 1e6
 		f1 := figure{Scenario: scen, Name: fmt.Sprintf("%s time (%s)", name, coresLabel(cores)), Value: opMS, Unit: "ms"}
-		// The first translation runs on the cores the Pod has (it
-		// translates routes in parallel); the 100 ms is for this
-		// 2-core machine. Later syncs translate a route or two: one core.
-		if n == 10_000 && (kind == "first translation") == (cores > 1) {
+		// Later syncs translate a route or two: one core. The first
+		// translation's target is the median of its own runs, below.
+		if n == 10_000 && kind != "first translation" && cores == 1 {
 			f1.Target, f1.Met = "<= 100 ms", atMost(opMS, 100)
 		}
 		b.results.add(f1)
@@ -96,6 +96,7 @@ func (b *bencher) translation(t *testing.T) {
 	if found == 0 {
 		t.Fatal("no BenchmarkTranslate results in the output")
 	}
+	b.firstTranslationMedian(t, bin)
 	// The profile of all three sizes together: where translation time goes.
 	top, err := exec.Command("go", "tool", "pprof", "-top", "-nodecount=30", bin, cpu).CombinedOutput()
 	if err == nil {
@@ -110,6 +111,40 @@ func (b *bencher) translation(t *testing.T) {
 		_ = os.WriteFile(filepath.Join(dir, "translate.alloc.top.txt"), alloc, 0o644)
 	}
 	b.results.note("1 translation", "CPU profile of the benchmark: results/translate.cpu.pprof (flat: translate.cpu.top.txt, cumulative: translate.cpu.cum.txt); allocations: translate.alloc.top.txt")
+}
+
+// firstTranslationRuns is how many times the target's figure is measured:
+// on a shared machine one run can be a third slower than the next.
+const firstTranslationRuns = 7
+
+// firstTranslationMedian measures the first translation of 10k routes on
+// two cores (it translates and encodes in parallel, on the cores the Pod
+// has; the 100 ms is for this 2-core machine) again, as separate
+// runs of the benchmark binary, and reports their median and spread.
+func (b *bencher) firstTranslationMedian(t *testing.T, bin string) {
+	cmd := exec.Command(bin, "-test.run", "^$", "-test.bench", "^BenchmarkTranslate$/^routes=10000$", "-test.cpu", "2",
+		"-test.count", strconv.Itoa(firstTranslationRuns))
+	cmd.Dir = filepath.Join(repoRoot(), "sync", "translate")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", bin, err, out)
+	}
+	b.results.raw("first translation, 10k routes, 2 cores", string(out))
+	var runs []float64
+	for _, line := range strings.Split(string(out), "\n") {
+		if f := strings.Fields(line); len(f) >= 4 && f[0] == "BenchmarkTranslate/routes=10000-2" && f[3] == "ns/op" {
+			if v, err := strconv.ParseFloat(f[2], 64); err == nil {
+				runs = append(runs, v/1e6)
+			}
+		}
+	}
+	if len(runs) != firstTranslationRuns {
+		t.Fatalf("%d of %d runs of the first translation in:\n%s", len(runs), firstTranslationRuns, out)
+	}
+	v := median(runs)
+	b.results.add(figure{Scenario: "1 translation", Name: "routes=10000, first translation: time (2 cores), median of runs", Value: v, Unit: "ms",
+		Target: "<= 100 ms", Met: atMost(v, 100),
+		Note: fmt.Sprintf("%d runs: %.0f-%.0f ms", len(runs), slices.Min(runs), slices.Max(runs))})
 }
 
 func coresLabel(n int) string {
