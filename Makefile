@@ -1,6 +1,9 @@
 # konglet: the two commands a newcomer needs are `make demo` and `make test`.
 GO       ?= go
-VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+# Expanded once: the image's binary and its label must name the same tree, even if it changes mid-build.
+ifeq ($(origin VERSION),undefined)
+VERSION  := $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+endif
 LDFLAGS  := -s -w -X main.version=$(VERSION)
 BIN      := .bin
 IMAGE    ?= konglet:$(VERSION)
