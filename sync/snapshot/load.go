@@ -164,16 +164,19 @@ func into[T any, P interface {
 	return nil
 }
 
-// checkNames refuses the names the API server refuses: a Service's must be
-// a DNS label (RFC 1035), a Namespace's a DNS label (RFC 1123), any other
-// object's a DNS subdomain; a namespace is a Namespace's name.
+// checkNames refuses the names the API server refuses: a Service's and a
+// Namespace's must be DNS labels (RFC 1123: a Service's may start with a
+// digit since Kubernetes 1.36), any other object's a DNS subdomain; a
+// namespace is a Namespace's name. A name is required: offline, no API
+// server turns a generateName into one.
 func checkNames(obj metav1.Object, namespaced bool) error {
 	check := validation.IsDNS1123Subdomain
 	switch obj.(type) {
-	case *corev1.Service:
-		check = validation.IsDNS1035Label
-	case *corev1.Namespace:
+	case *corev1.Service, *corev1.Namespace:
 		check = validation.IsDNS1123Label
+	}
+	if obj.GetName() == "" {
+		return errors.New("metadata.name is missing")
 	}
 	if errs := check(obj.GetName()); len(errs) > 0 {
 		return fmt.Errorf("metadata.name %q: %s", obj.GetName(), strings.Join(errs, "; "))

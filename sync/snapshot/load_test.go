@@ -19,12 +19,13 @@ func TestDecodeRefusesNamesTheAPIServerRefuses(t *testing.T) {
 	}{
 		{route("apps", "web.v1"), ""},
 		{route("apps", "0!"), `metadata.name "0!"`},
-		{route("apps", `""`), `metadata.name ""`},
+		{route("apps", `""`), "metadata.name is missing"},
 		{route("apps", "Web"), `metadata.name "Web"`},
 		{route("a.b", "web"), `metadata.namespace "a.b"`},
 		{service("web"), ""},
 		{service("web.v1"), `metadata.name "web.v1"`}, // a DNS label: no dot
-		{service("1web"), `metadata.name "1web"`},     // RFC 1035: a letter first
+		{service("1web"), ""},                         // RFC 1123: a digit may come first (Kubernetes 1.36)
+		{service("Web"), `metadata.name "Web"`},
 		{"apiVersion: v1\nkind: Namespace\nmetadata:\n  name: a.b\n", `metadata.name "a.b"`},
 	} {
 		var objs Objects

@@ -120,15 +120,14 @@ type routeOutput struct {
 	// saw it, and its rank there.
 	route route
 	rank  int
-	// The lists of the usual route (one parent, one rule, one listener)
-	// start in these: a first translation makes tens of thousands of
-	// outputs, and each list was an allocation. They are clipped, so an
-	// append by a reader copies.
-	parentBuf    [1]gwv1.RouteParentStatus
-	conditionBuf [2]metav1.Condition // Accepted, ResolvedRefs (rarely PartiallyInvalid too)
-	listenerBuf  [1]int
-	serviceBuf   [1]*declarative.Service
-	upstreamBuf  [1]*declarative.Upstream
+	// The lists of the usual route (one rule, one listener) start in
+	// these: a first translation makes tens of thousands of outputs, and
+	// each list was an allocation. They are clipped, so an append copies.
+	// The statuses have lists of their own: the status writer keeps them
+	// after a route is gone, and would keep the whole output with them.
+	listenerBuf [1]int
+	serviceBuf  [1]*declarative.Service
+	upstreamBuf [1]*declarative.Upstream
 }
 
 // mergedRoutes are the outputs of the routes, merged in rank order.
@@ -357,8 +356,8 @@ func (t *translator) translateRoute(r route, gws []*gateway, ports listenerPorts
 	checkRedirectHosts(rules, where)
 	refusal, refused := t.refused[r.key()]
 	servable := false
-	parents := out.parentBuf[:0]
-	for i, v := range verdicts {
+	parents := make([]gwv1.RouteParentStatus, 0, len(verdicts))
+	for _, v := range verdicts {
 		reason, msg := v.reason, v.message
 		if reason == "" {
 			reason, msg = rulesVerdict(rules)
@@ -366,10 +365,8 @@ func (t *translator) translateRoute(r route, gws []*gateway, ports listenerPorts
 		if reason == "" && refused {
 			reason, msg = string(gwv1.RouteReasonUnsupportedValue), refusal
 		}
-		st := gwv1.RouteParentStatus{ParentRef: v.ref, ControllerName: gwv1.GatewayController(t.snap.ControllerName)}
-		if i == 0 {
-			st.Conditions = out.conditionBuf[:0]
-		}
+		st := gwv1.RouteParentStatus{ParentRef: v.ref, ControllerName: gwv1.GatewayController(t.snap.ControllerName),
+			Conditions: make([]metav1.Condition, 0, 2)} // Accepted, ResolvedRefs (rarely PartiallyInvalid)
 		if reason == "" {
 			servable = true
 			st.Conditions = append(st.Conditions, condition(string(gwv1.RouteConditionAccepted), true, string(gwv1.RouteReasonAccepted), notes(rules), gen))
@@ -380,10 +377,9 @@ func (t *translator) translateRoute(r route, gws []*gateway, ports listenerPorts
 		if partial := partiallyInvalid(rules, gen); partial != nil && reason == "" {
 			st.Conditions = append(st.Conditions, *partial)
 		}
-		st.Conditions = slices.Clip(st.Conditions)
 		parents = append(parents, st)
 	}
-	out.parents = slices.Clip(parents)
+	out.parents = parents
 	if servable {
 		var places [2]placement // on the stack for the usual one or two
 		t.emit(out, r, rules, t.placements(places[:0], where, ports), clientCert)
