@@ -96,7 +96,7 @@ func (t *translator) checkFilter(f gwv1.HTTPRouteFilter) string {
 			return "filter RequestHeaderModifier has no requestHeaderModifier"
 		}
 		plugin = "request-transformer"
-		if msg := checkHeaderValues(f.RequestHeaderModifier); msg != "" {
+		if msg := checkHeaderModifier(f.Type, f.RequestHeaderModifier, true); msg != "" {
 			return msg
 		}
 	case gwv1.HTTPRouteFilterResponseHeaderModifier:
@@ -104,7 +104,7 @@ func (t *translator) checkFilter(f gwv1.HTTPRouteFilter) string {
 			return "filter ResponseHeaderModifier has no responseHeaderModifier"
 		}
 		plugin = "response-transformer"
-		if msg := checkHeaderValues(f.ResponseHeaderModifier); msg != "" {
+		if msg := checkHeaderModifier(f.Type, f.ResponseHeaderModifier, false); msg != "" {
 			return msg
 		}
 	case gwv1.HTTPRouteFilterURLRewrite:
@@ -183,12 +183,32 @@ func (f ruleFilters) prefixRewrite() (string, bool) {
 	return "", false
 }
 
-// checkHeaderValues refuses values that Kong's transformer plugins would
-// evaluate as templates.
-func checkHeaderValues(m *gwv1.HTTPHeaderFilter) string {
+// checkHeaderModifier checks that Kong's request-transformer or
+// response-transformer takes the filter's headers as they are: Kong
+// refuses a header name other than letters, digits, '-' and '_' (the
+// Gateway API allows more), and control characters in a value; it drops
+// the colons a value starts with (it reads a "name:value" pair as the name,
+// every colon after it, then the value) and evaluates $( as a template. The
+// response-transformer takes any name to remove (removeNames false).
+func checkHeaderModifier(typ gwv1.HTTPRouteFilterType, m *gwv1.HTTPHeaderFilter, removeNames bool) string {
+	var names []string
+	if removeNames {
+		names = slices.Clone(m.Remove)
+	}
 	for _, h := range append(slices.Clone(m.Set), m.Add...) {
-		if strings.Contains(h.Value, "$(") {
-			return fmt.Sprintf("header value %q contains $(, which Kong would evaluate as a template", h.Value)
+		names = append(names, string(h.Name))
+		switch {
+		case strings.Contains(h.Value, "$("):
+			return fmt.Sprintf("filter %s: header value %q contains $(, which Kong would evaluate as a template", typ, h.Value)
+		case strings.HasPrefix(h.Value, ":"):
+			return fmt.Sprintf("filter %s: header value %q starts with a colon, which Kong would drop", typ, h.Value)
+		case strings.ContainsFunc(h.Value, func(r rune) bool { return (r < 0x20 && r != '\t') || r == 0x7f }):
+			return fmt.Sprintf("filter %s: header value %q has control characters, which Kong refuses", typ, h.Value)
+		}
+	}
+	for _, n := range names {
+		if !headerNamePattern.MatchString(n) {
+			return fmt.Sprintf("filter %s: header name %q: Kong takes only letters, digits, '-' and '_' in a header name it sets or removes", typ, n)
 		}
 	}
 	return ""
