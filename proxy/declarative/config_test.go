@@ -82,17 +82,12 @@ func TestMarshalMatchesEncodingJSON(t *testing.T) {
 		},
 	}
 	for i, c := range configs {
-		var want bytes.Buffer
-		enc := json.NewEncoder(&want)
-		enc.SetEscapeHTML(false)
-		if err := enc.Encode(c); err != nil {
-			t.Fatal(err)
-		}
+		w := encodingJSON(t, c)
 		got, err := Marshal(c)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if w := bytes.TrimSuffix(want.Bytes(), []byte("\n")); !bytes.Equal(got, w) {
+		if !bytes.Equal(got, w) {
 			t.Errorf("config %d:\n got %s\nwant %s", i, got, w)
 		}
 	}
@@ -135,17 +130,12 @@ func TestLongListsEncodedInPartsMatchEncodingJSON(t *testing.T) {
 			Routes: []*Route{{Name: name + ".r", Expression: `http.path == "/"`}}})
 		c.Upstreams = append(c.Upstreams, &Upstream{Name: name, Targets: []*Target{{ID: name, Target: "10.0.0.1:80", Weight: 100}}})
 	}
-	var want bytes.Buffer
-	enc := json.NewEncoder(&want)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(c); err != nil {
-		t.Fatal(err)
-	}
+	w := encodingJSON(t, c)
 	got, sizes, err := MarshalSizes(c)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if w := bytes.TrimSuffix(want.Bytes(), []byte("\n")); !bytes.Equal(got, w) {
+	if !bytes.Equal(got, w) {
 		t.Fatalf("the document differs from encoding/json's (%d and %d bytes)", len(got), len(w))
 	}
 	withoutServices, err := Marshal(&Config{FormatVersion: FormatVersion, Upstreams: c.Upstreams})
@@ -261,17 +251,25 @@ func FuzzStringsMatchEncodingJSON(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string) { checkString(t, s) })
 }
 
-func checkString(t *testing.T, s string) {
+// encodingJSON is v as encoding/json writes it without HTML escaping, as
+// konglet's encoder does, without the trailing newline.
+func encodingJSON(t *testing.T, v any) []byte {
 	t.Helper()
 	var want bytes.Buffer
 	enc := json.NewEncoder(&want)
 	enc.SetEscapeHTML(false)
-	if err := enc.Encode(s); err != nil {
+	if err := enc.Encode(v); err != nil {
 		t.Fatal(err)
 	}
+	return bytes.TrimSuffix(want.Bytes(), []byte("\n"))
+}
+
+func checkString(t *testing.T, s string) {
+	t.Helper()
+	w := encodingJSON(t, s)
 	var e encoder
 	e.str(s)
-	if w := bytes.TrimSuffix(want.Bytes(), []byte("\n")); !bytes.Equal(e.buf, w) {
+	if !bytes.Equal(e.buf, w) {
 		t.Errorf("%q: got %s, want %s", s, e.buf, w)
 	}
 }
@@ -323,18 +321,13 @@ func TestPartsThatOutgrowTheirPlaceStillMatch(t *testing.T) {
 						t.Fatalf("an upstream of %d control characters fits its part's place: the test tests nothing", size)
 					}
 				}
-				var want bytes.Buffer
-				enc := json.NewEncoder(&want)
-				enc.SetEscapeHTML(false)
-				if err := enc.Encode(c); err != nil {
-					t.Fatal(err)
-				}
+				w := encodingJSON(t, c)
 				var e Encoder
 				got, _, err := e.MarshalSizes(c)
 				if err != nil {
 					t.Fatal(err)
 				}
-				if w := bytes.TrimSuffix(want.Bytes(), []byte("\n")); !bytes.Equal(got, w) {
+				if !bytes.Equal(got, w) {
 					t.Fatalf("an entity of %d control characters at %d of the %s: the document differs from encoding/json's (%d and %d bytes)", size, at, list, len(got), len(w))
 				}
 				if cap(got) > len(got)+len(got)/16 {
