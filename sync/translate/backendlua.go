@@ -121,7 +121,7 @@ func (t *translator) checkBackendFilters(refs []gwv1.HTTPBackendRef) string {
 				}
 			}
 			for _, h := range append(slices.Clone(m.Set), m.Add...) {
-				if strings.ContainsFunc(h.Value, func(r rune) bool { return (r < 0x20 && r != '\t') || r == 0x7f }) {
+				if strings.ContainsFunc(h.Value, isControl) {
 					return fmt.Sprintf("filter RequestHeaderModifier on a backendRef with header value %q: control characters", h.Value)
 				}
 			}

@@ -202,7 +202,7 @@ func checkHeaderModifier(typ gwv1.HTTPRouteFilterType, m *gwv1.HTTPHeaderFilter,
 			return fmt.Sprintf("filter %s: header value %q contains $(, which Kong would evaluate as a template", typ, h.Value)
 		case strings.HasPrefix(h.Value, ":"):
 			return fmt.Sprintf("filter %s: header value %q starts with a colon, which Kong would drop", typ, h.Value)
-		case strings.ContainsFunc(h.Value, func(r rune) bool { return (r < 0x20 && r != '\t') || r == 0x7f }):
+		case strings.ContainsFunc(h.Value, isControl):
 			return fmt.Sprintf("filter %s: header value %q has control characters, which Kong refuses", typ, h.Value)
 		}
 	}
@@ -213,6 +213,10 @@ func checkHeaderModifier(typ gwv1.HTTPRouteFilterType, m *gwv1.HTTPHeaderFilter,
 	}
 	return ""
 }
+
+// isControl tells a character no header value may hold: a control
+// character other than tab.
+func isControl(r rune) bool { return (r < 0x20 && r != '\t') || r == 0x7f }
 
 // plugins builds the Kong plugins of one Kong route: host is the route's
 // hostname ("" for any), ports the listener ports it is served on.
