@@ -118,10 +118,17 @@ func TestServiceSizesAddUpToTheDocument(t *testing.T) {
 }
 
 // TestLongListsEncodedInPartsMatchEncodingJSON: services and upstreams
-// encoded in parallel parts join into encoding/json's document, their sizes
+// encoded in parallel parts (as many as cores, and more: two cores take
+// four parts in turn) join into encoding/json's document, their sizes
 // still add up, and an encoding error in a later part is not lost.
 func TestLongListsEncodedInPartsMatchEncodingJSON(t *testing.T) {
-	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4))
+	for _, cores := range []int{2, 4} {
+		t.Run(fmt.Sprintf("cores=%d", cores), func(t *testing.T) { longListsMatchEncodingJSON(t, cores) })
+	}
+}
+
+func longListsMatchEncodingJSON(t *testing.T, cores int) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(cores))
 	odd := "q\"b\\s\x00\n<>&\u2028é\xff"
 	c := &Config{FormatVersion: FormatVersion}
 	for i := range 4*minPerPart + 3 {

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"unicode/utf8"
 )
 
@@ -362,10 +363,16 @@ func list[T any](e *encoder, key string, items []T, one func(T)) {
 // encodeParts.
 const minPerPart = 256
 
+// partsPerCore: a long list is cut in more parts than there are cores,
+// handed out as goroutines get free. With one part per core, a part whose
+// goroutine waited (the collector's mark worker held a core for
+// milliseconds) held the whole document back.
+const partsPerCore = 4
+
 // partPlan is how a long list with many new items (a first sync encodes
-// megabytes) is encoded: in contiguous parts of per items, each on a
-// goroutine of its own, into a place of its hinted size (or a buffer of
-// its own).
+// megabytes) is encoded: in contiguous parts of per items, each in turn
+// on one of the cores, into a place of its hinted size (or a buffer of its
+// own).
 type partPlan struct {
 	per    int
 	sizes  []int
@@ -374,7 +381,8 @@ type partPlan struct {
 }
 
 // partsOf plans the parts of a list, nil when too few items are new for
-// two (a later sync's: longList writes them in place).
+// two cores (a later sync's: longList writes them in place). Each part's
+// items are hinted on the cores too.
 func partsOf[T any](items []T, hint func(T, span) int, spans []span) *partPlan {
 	fresh := 0
 	for _, sp := range spans {
@@ -382,18 +390,38 @@ func partsOf[T any](items []T, hint func(T, span) int, spans []span) *partPlan {
 			fresh++
 		}
 	}
-	workers := min(runtime.GOMAXPROCS(0), fresh/minPerPart)
-	if workers < 2 {
+	cores := runtime.GOMAXPROCS(0)
+	if min(cores, fresh/minPerPart) < 2 {
 		return nil
 	}
-	per := (len(items) + workers - 1) / workers
-	// As many parts as per items fill: with many cores, fewer than the
-	// workers (an empty part would leave a stray comma).
+	parts := min(cores*partsPerCore, fresh/minPerPart)
+	per := (len(items) + parts - 1) / parts
+	// As many parts as per items fill (an empty part would leave a stray
+	// comma).
 	p := &partPlan{per: per, sizes: make([]int, (len(items)+per-1)/per)}
-	for i, item := range items {
-		p.sizes[i/p.per] += hint(item, spans[i])
-	}
+	inParallel(len(p.sizes), func(w int) {
+		for i := w * per; i < min((w+1)*per, len(items)); i++ {
+			p.sizes[w] += hint(items[i], spans[i])
+		}
+	})
 	return p
+}
+
+// inParallel runs do(0..n-1) on up to GOMAXPROCS goroutines, the caller's
+// among them, each taking the next i as it gets free.
+func inParallel(n int, do func(i int)) {
+	var next atomic.Int64
+	work := func() {
+		for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
+			do(i)
+		}
+	}
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), n) - 1 {
+		wg.Go(work)
+	}
+	work()
+	wg.Wait()
 }
 
 // inOneBuffer allocates a document's buffer with room for before bytes,
@@ -445,12 +473,7 @@ func encodeParts[T any](items []T, one func(*encoder, T), previous []byte, spans
 		// place never grows: its capacity tells.
 		out[w].placed = plan.places != nil && cap(out[w].buf) == cap(plan.places[w])
 	}
-	var wg sync.WaitGroup
-	for w := 1; w < len(out); w++ {
-		wg.Go(func() { encode(w) })
-	}
-	encode(0)
-	wg.Wait()
+	inParallel(len(out), encode)
 	plan.parts = out
 }
 
