@@ -98,10 +98,13 @@ type Loop struct {
 	now     func() time.Time
 
 	loading atomic.Bool // a load is in flight
-	// syncing tells whether a sync runs, and syncs is signalled when one
-	// starts or ends: status writes wait for the syncs to pause.
-	syncing atomic.Bool
-	syncs   chan struct{}
+	// syncing tells whether a sync runs, syncEnded when the last one
+	// ended (Unix nanoseconds, stored before syncing is cleared), and syncs
+	// is signalled when one starts or ends: status writes wait for the
+	// syncs to pause.
+	syncing   atomic.Bool
+	syncEnded atomic.Int64
+	syncs     chan struct{}
 	// statusQuiet and statusMaxDelay are the constants but in tests.
 	statusQuiet, statusMaxDelay time.Duration
 
@@ -417,7 +420,10 @@ func (l *Loop) syncsPause(ctx context.Context, quiet, limit time.Duration) error
 		if err := settle(ctx, l.waitSync, quiet, time.Until(deadline)); err != nil {
 			return err
 		}
-		if !l.syncing.Load() || !time.Now().Before(deadline) {
+		// A sync that ended as the quiet period did has not been quiet
+		// for one: its end signal may not even be sent yet. (syncing is
+		// read first: syncEnded is stored before it is cleared.)
+		if !l.syncing.Load() && time.Since(time.Unix(0, l.syncEnded.Load())) >= quiet || !time.Now().Before(deadline) {
 			return nil
 		}
 	}
@@ -541,6 +547,7 @@ func (l *Loop) Sync(ctx context.Context) error {
 	l.syncing.Store(true)
 	l.signalSync()
 	defer func() {
+		l.syncEnded.Store(time.Now().UnixNano())
 		l.syncing.Store(false)
 		l.signalSync()
 	}()

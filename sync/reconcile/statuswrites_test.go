@@ -137,6 +137,32 @@ func TestStatusWritesWaitOutALongSync(t *testing.T) {
 	}
 }
 
+// TestSyncsPauseAQuietPeriodAfterASyncThatEndsUnseen: a sync that ends
+// just as the writer's quiet period does, before its end signal is seen,
+// has not been quiet for a period: the writer waits one more after its end
+// (it wrote at once, and TestStatusWritesWaitOutALongSync failed now and
+// then on a loaded machine).
+func TestSyncsPauseAQuietPeriodAfterASyncThatEndsUnseen(t *testing.T) {
+	const quiet = 200 * time.Millisecond
+	l, _, _, ctx := statusLoop(t, &slowKong{}, quiet, 5*time.Second)
+	l.syncing.Store(true)
+	ended := make(chan time.Time, 1)
+	// The sync ends within the writer's first quiet period, without a
+	// signal: as if the period ran out before the signal was sent.
+	time.AfterFunc(quiet*3/4, func() {
+		end := time.Now()
+		l.syncEnded.Store(end.UnixNano())
+		l.syncing.Store(false)
+		ended <- end
+	})
+	if err := l.syncsPause(ctx, quiet, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if since := time.Since(<-ended); since < quiet {
+		t.Errorf("the syncs paused %v after the last one ended, want at least %v", since, quiet)
+	}
+}
+
 // TestStatusWritesWaitForSyncsToPauseButNotForever: while syncs follow
 // each other, the statuses wait the longest delay, then are written; after
 // the last sync, they are written once the quiet period has passed.
