@@ -99,12 +99,13 @@ type Loop struct {
 
 	loading atomic.Bool // a load is in flight
 	// syncing tells whether a sync runs, syncEnded when the last one
-	// ended (Unix nanoseconds, stored before syncing is cleared), and syncs
-	// is signalled when one starts or ends: status writes wait for the
-	// syncs to pause.
+	// ended (stored before syncing is cleared; on the monotonic clock, as
+	// nanoseconds since created), and syncs is signalled when one starts or
+	// ends: status writes wait for the syncs to pause.
 	syncing   atomic.Bool
 	syncEnded atomic.Int64
 	syncs     chan struct{}
+	created   time.Time
 	// statusQuiet and statusMaxDelay are the constants but in tests.
 	statusQuiet, statusMaxDelay time.Duration
 
@@ -144,7 +145,7 @@ func New(cache Cache, kong Kong, writer StatusWriter, pods PodReporter, events E
 	if opts.MaxBackoff < opts.MinBackoff {
 		opts.MaxBackoff = 30 * time.Second
 	}
-	l := &Loop{cache: cache, kong: kong, status: writer, pods: pods, events: events, log: log, metrics: metrics, opts: opts, now: time.Now, refusals: refusals{},
+	l := &Loop{cache: cache, kong: kong, status: writer, pods: pods, events: events, log: log, metrics: metrics, opts: opts, now: time.Now, created: time.Now(), refusals: refusals{},
 		statuses: make(chan statusJob, 1), syncs: make(chan struct{}, 1), statusQuiet: statusQuiet, statusMaxDelay: statusMaxDelay, podStates: make(chan []corev1.PodCondition, 1)}
 	return l
 }
@@ -423,10 +424,16 @@ func (l *Loop) syncsPause(ctx context.Context, quiet, limit time.Duration) error
 		// A sync that ended as the quiet period did has not been quiet
 		// for one: its end signal may not even be sent yet. (syncing is
 		// read first: syncEnded is stored before it is cleared.)
-		if !l.syncing.Load() && time.Since(time.Unix(0, l.syncEnded.Load())) >= quiet || !time.Now().Before(deadline) {
+		if !l.syncing.Load() && l.sinceSyncEnded() >= quiet || !time.Now().Before(deadline) {
 			return nil
 		}
 	}
+}
+
+func (l *Loop) markSyncEnded() { l.syncEnded.Store(int64(time.Since(l.created))) }
+
+func (l *Loop) sinceSyncEnded() time.Duration {
+	return time.Since(l.created) - time.Duration(l.syncEnded.Load())
 }
 
 func (l *Loop) signalSync() {
@@ -547,7 +554,7 @@ func (l *Loop) Sync(ctx context.Context) error {
 	l.syncing.Store(true)
 	l.signalSync()
 	defer func() {
-		l.syncEnded.Store(time.Now().UnixNano())
+		l.markSyncEnded()
 		l.syncing.Store(false)
 		l.signalSync()
 	}()

@@ -150,10 +150,9 @@ func TestSyncsPauseAQuietPeriodAfterASyncThatEndsUnseen(t *testing.T) {
 	// The sync ends within the writer's first quiet period, without a
 	// signal: as if the period ran out before the signal was sent.
 	time.AfterFunc(quiet*3/4, func() {
-		end := time.Now()
-		l.syncEnded.Store(end.UnixNano())
+		l.markSyncEnded()
 		l.syncing.Store(false)
-		ended <- end
+		ended <- time.Now()
 	})
 	if err := l.syncsPause(ctx, quiet, 5*time.Second); err != nil {
 		t.Fatal(err)
