@@ -285,10 +285,10 @@ func checkString(t *testing.T, s string) {
 // encoded in their places of one buffer, sized by hints; a part larger
 // than its place (an entity of control characters, six bytes each in
 // JSON, in the first, a middle or the last part, of either list) must not
-// overwrite the parts after it.
+// overwrite the parts after it. Two cores take eight parts in turn.
 func TestPartsThatOutgrowTheirPlaceStillMatch(t *testing.T) {
-	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4))
-	const n = 4*minPerPart + 3
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
+	const n = 2*partsPerCore*minPerPart + 3
 	// outgrows tells whether a part of the list outgrows its place.
 	outgrows := func(items any) bool {
 		spans := make([]span, n)
@@ -302,6 +302,9 @@ func TestPartsThatOutgrowTheirPlaceStillMatch(t *testing.T) {
 			plan = partsOf(items, upstreamHint, spans)
 			inOneBuffer(0, plan, 0, nil, 0)
 			encodeParts(items, (*encoder).upstream, nil, spans, plan)
+		}
+		if len(plan.parts) <= runtime.GOMAXPROCS(0) {
+			t.Fatalf("%d parts on %d cores: the test takes no parts in turn", len(plan.parts), runtime.GOMAXPROCS(0))
 		}
 		return slices.ContainsFunc(plan.parts, func(p encoder) bool { return !p.placed })
 	}
