@@ -128,3 +128,18 @@ func BenchmarkTranslateSync(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkEncodeFirstSync is the encoding of a first sync alone (a new
+// Encoder each time) of the 10k-route configuration: the part of a first
+// translation the encoder's parts change.
+func BenchmarkEncodeFirstSync(b *testing.B) {
+	var memo translate.Memo
+	cfg := memo.Translate(benchSnapshot(10_000), nil).Config
+	b.ReportAllocs()
+	for b.Loop() {
+		var enc declarative.Encoder
+		if _, _, err := enc.MarshalSizes(cfg); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
