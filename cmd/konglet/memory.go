@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"log/slog"
 	"runtime/debug"
 	"runtime/metrics"
 	"time"
@@ -34,12 +35,15 @@ const (
 )
 
 // releaseWhenIdle returns freed memory to the system at each quiet tick
-// with enough garbage in the heap (until ctx ends).
-func releaseWhenIdle(ctx context.Context) {
+// with enough garbage in the heap (until ctx ends), and with it the pages of
+// the binary (releaseBinaryPages): a burst that left garbage touched code
+// that idleness does not use.
+func releaseWhenIdle(ctx context.Context, log *slog.Logger) {
 	tick := time.NewTicker(releaseTick)
 	defer tick.Stop()
 	s := heapSample()
 	r := idleRelease{last: s.allocated}
+	binaryPages := true
 	for {
 		select {
 		case <-ctx.Done():
@@ -48,6 +52,14 @@ func releaseWhenIdle(ctx context.Context) {
 		}
 		if r.observe(heapSample()) {
 			debug.FreeOSMemory()
+			if binaryPages {
+				released, err := releaseBinaryPages()
+				if err != nil {
+					log.Warn("not releasing the binary's pages any more", "error", err)
+					binaryPages = false
+				}
+				log.Debug("memory released", "binaryBytes", released)
+			}
 		}
 	}
 }

@@ -207,7 +207,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 	}()
 
 	log.Info("konglet starting", "version", version, "scope", scope.String(), "kong", cfg.kongAdminURL, "listen", ln.Addr().String())
-	go releaseWhenIdle(ctx)
+	go releaseWhenIdle(ctx, log)
 	cache.Start(ctx)
 	loopErr := make(chan error, 1)
 	go func() { loopErr <- loop.Run(ctx) }()
