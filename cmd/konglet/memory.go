@@ -35,14 +35,13 @@ const (
 )
 
 // releaseWhenIdle returns freed memory to the system at each quiet tick
-// with enough garbage in the heap (until ctx ends), and with it the pages of
-// the binary (releaseBinaryPages): a burst that left garbage touched code
-// that idleness does not use.
+// with enough garbage in the heap, and the pages of the binary
+// (releaseBinaryPages) at each quiet tick after some work, until ctx ends.
 func releaseWhenIdle(ctx context.Context, log *slog.Logger) {
 	tick := time.NewTicker(releaseTick)
 	defer tick.Stop()
 	s := heapSample()
-	r := idleRelease{last: s.allocated}
+	r := idleRelease{last: s.allocated, lastBinary: s.allocated}
 	binaryPages := true
 	for {
 		select {
@@ -50,23 +49,25 @@ func releaseWhenIdle(ctx context.Context, log *slog.Logger) {
 			return
 		case <-tick.C:
 		}
-		if r.observe(heapSample()) {
+		releaseHeap, releaseBinary := r.observe(heapSample())
+		if releaseHeap {
 			debug.FreeOSMemory()
-			if binaryPages {
-				released, err := releaseBinaryPages()
-				if err != nil {
-					log.Warn("not releasing the binary's pages any more", "error", err)
-					binaryPages = false
-				}
-				log.Debug("memory released", "binaryBytes", released)
+		}
+		if releaseBinary && binaryPages {
+			released, err := releaseBinaryPages()
+			if err != nil {
+				log.Warn("not releasing the binary's pages any more", "error", err)
+				binaryPages = false
 			}
+			log.Debug("binary's pages released", "bytes", released)
 		}
 	}
 }
 
 // idleRelease tells, from the heap sampled every tick, when to release.
 type idleRelease struct {
-	last uint64 // bytes allocated on the heap since the start, at the last tick
+	last       uint64 // bytes allocated on the heap since the start, at the last tick
+	lastBinary uint64 // the same, at the last release of the binary's pages
 }
 
 // heap is one sample of the runtime's heap.
@@ -76,11 +77,21 @@ type heap struct {
 	live      uint64 // at the last GC
 }
 
-// observe takes one sample and tells whether to release now.
-func (r *idleRelease) observe(h heap) bool {
+// observe takes one sample and tells whether to release the heap's free
+// memory now, and the binary's pages. The binary's go at a quiet tick once
+// idleBytes were allocated since they last went, whatever the garbage (a
+// soft memory limit makes the runtime collect often, so that garbage never
+// piles up): work touched code that idleness does not use.
+func (r *idleRelease) observe(h heap) (releaseHeap, releaseBinary bool) {
 	delta := h.allocated - r.last
 	r.last = h.allocated
-	return delta < idleBytes && h.garbage >= max(minGarbageBytes, h.live/garbageFraction)
+	quiet := delta < idleBytes
+	releaseHeap = quiet && h.garbage >= max(minGarbageBytes, h.live/garbageFraction)
+	releaseBinary = quiet && h.allocated-r.lastBinary >= idleBytes
+	if releaseBinary {
+		r.lastBinary = h.allocated
+	}
+	return releaseHeap, releaseBinary
 }
 
 // heapSample reads the runtime's heap metrics (cheap: no stop-the-world,

@@ -15,7 +15,7 @@ func TestReleaseWhenQuietWithGarbage(t *testing.T) {
 		step := func(allocated, garbage uint64) {
 			h.allocated += allocated
 			h.garbage = garbage
-			if r.observe(h) {
+			if releaseHeap, _ := r.observe(h); releaseHeap {
 				releases++
 				h.garbage = 0 // the full GC collected it
 			}
@@ -47,4 +47,41 @@ func TestReleaseWhenQuietWithGarbage(t *testing.T) {
 			t.Fatalf("live heap %d: released with %d allocated since the start", live, h.allocated)
 		}
 	}
+}
+
+// TestBinaryPagesReleasedAfterWork: the binary's pages are released at the
+// first quiet tick after some work, whether or not it left garbage (a soft
+// memory limit collects it early), and not again until more work.
+func TestBinaryPagesReleasedAfterWork(t *testing.T) {
+	r := idleRelease{}
+	var h heap
+	releases := 0
+	step := func(allocated uint64) {
+		h.allocated += allocated
+		if _, releaseBinary := r.observe(h); releaseBinary {
+			releases++
+		}
+	}
+	expect := func(what string, want int) {
+		t.Helper()
+		if releases != want {
+			t.Fatalf("%s: %d releases, want %d", what, releases, want)
+		}
+	}
+	step(0)
+	expect("idle from the start", 0)
+	for range 3 {
+		step(idleBytes) // busy, no garbage left
+	}
+	expect("while busy", 0)
+	step(0)
+	expect("at the first quiet tick after work", 1)
+	for range 5 {
+		step(idleBytes / 8)
+	}
+	expect("while idle", 1)
+	for range 4 {
+		step(idleBytes / 8)
+	}
+	expect("once a trickle added up to work", 2)
 }
