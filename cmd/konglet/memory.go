@@ -32,6 +32,11 @@ const (
 	// with GOGC=6, while idle only.
 	minGarbageBytes = 1 << 20
 	garbageFraction = 16
+	// The binary's pages are released at most every binaryTicks: each
+	// release reads smaps and maps the idle code back in (a few hundred
+	// minor faults, well under a millisecond), so ten releases a minute
+	// cost next to nothing even when scrapes add up to work every tick.
+	binaryTicks = 6
 )
 
 // releaseWhenIdle returns freed memory to the system at each quiet tick
@@ -41,7 +46,7 @@ func releaseWhenIdle(ctx context.Context, log *slog.Logger) {
 	tick := time.NewTicker(releaseTick)
 	defer tick.Stop()
 	s := heapSample()
-	r := idleRelease{last: s.allocated, lastBinary: s.allocated}
+	r := idleRelease{last: s.allocated, lastBinary: s.allocated, sinceBinary: binaryTicks}
 	binaryPages := true
 	for {
 		select {
@@ -54,12 +59,13 @@ func releaseWhenIdle(ctx context.Context, log *slog.Logger) {
 			debug.FreeOSMemory()
 		}
 		if releaseBinary && binaryPages {
-			released, err := releaseBinaryPages()
+			unmapped, err := releaseBinaryPages()
 			if err != nil {
 				log.Warn("not releasing the binary's pages any more", "error", err)
 				binaryPages = false
+				continue
 			}
-			log.Debug("binary's pages released", "bytes", released)
+			log.Debug("binary's pages released", "unmappedBytes", unmapped)
 		}
 	}
 }
@@ -68,6 +74,9 @@ func releaseWhenIdle(ctx context.Context, log *slog.Logger) {
 type idleRelease struct {
 	last       uint64 // bytes allocated on the heap since the start, at the last tick
 	lastBinary uint64 // the same, at the last release of the binary's pages
+	// sinceBinary counts the ticks since that release: they are at least
+	// binaryTicks apart, however busy the scrapes keep the heap.
+	sinceBinary int
 }
 
 // heap is one sample of the runtime's heap.
@@ -85,11 +94,12 @@ type heap struct {
 func (r *idleRelease) observe(h heap) (releaseHeap, releaseBinary bool) {
 	delta := h.allocated - r.last
 	r.last = h.allocated
+	r.sinceBinary++
 	quiet := delta < idleBytes
 	releaseHeap = quiet && h.garbage >= max(minGarbageBytes, h.live/garbageFraction)
-	releaseBinary = quiet && h.allocated-r.lastBinary >= idleBytes
+	releaseBinary = quiet && h.allocated-r.lastBinary >= idleBytes && r.sinceBinary >= binaryTicks
 	if releaseBinary {
-		r.lastBinary = h.allocated
+		r.lastBinary, r.sinceBinary = h.allocated, 0
 	}
 	return releaseHeap, releaseBinary
 }

@@ -51,15 +51,20 @@ func TestReleaseWhenQuietWithGarbage(t *testing.T) {
 
 // TestBinaryPagesReleasedAfterWork: the binary's pages are released at the
 // first quiet tick after some work, whether or not it left garbage (a soft
-// memory limit collects it early), and not again until more work.
+// memory limit collects it early), not again until more work, and never
+// more often than every binaryTicks.
 func TestBinaryPagesReleasedAfterWork(t *testing.T) {
-	r := idleRelease{}
+	r := idleRelease{sinceBinary: binaryTicks}
 	var h heap
-	releases := 0
+	releases, ticks, lastRelease := 0, 0, -binaryTicks
 	step := func(allocated uint64) {
+		ticks++
 		h.allocated += allocated
 		if _, releaseBinary := r.observe(h); releaseBinary {
-			releases++
+			if ticks-lastRelease < binaryTicks {
+				t.Fatalf("released at tick %d, %d ticks after the last", ticks, ticks-lastRelease)
+			}
+			releases, lastRelease = releases+1, ticks
 		}
 	}
 	expect := func(what string, want int) {
@@ -76,12 +81,22 @@ func TestBinaryPagesReleasedAfterWork(t *testing.T) {
 	expect("while busy", 0)
 	step(0)
 	expect("at the first quiet tick after work", 1)
-	for range 5 {
-		step(idleBytes / 8)
+	for range binaryTicks + 2 {
+		step(0)
 	}
 	expect("while idle", 1)
-	for range 4 {
+	for range 7 {
 		step(idleBytes / 8)
 	}
-	expect("once a trickle added up to work", 2)
+	expect("with a trickle short of work", 1)
+	step(idleBytes / 8)
+	expect("once the trickle added up to work", 2)
+	// Scrapes that add up to work at every other quiet tick.
+	before := releases
+	for range 10 * binaryTicks {
+		step(idleBytes - 1)
+	}
+	if n := releases - before; n < 9 || n > 10 {
+		t.Fatalf("%d releases in %d quiet ticks with work, want one every %d", n, 10*binaryTicks, binaryTicks)
+	}
 }

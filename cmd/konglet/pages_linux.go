@@ -18,8 +18,8 @@ import (
 // and the next touch maps one back with a minor fault: what stays resident
 // is what konglet uses. Only a mapping of the executable that is private,
 // not writable and holds no page of its own (a relocated or patched page
-// would revert to the file) is released. It tells how many bytes it
-// released.
+// would revert to the file) is released. It tells how many resident bytes
+// it unmapped (not freed: the page cache keeps them).
 func releaseBinaryPages() (uint64, error) {
 	exe, err := os.Readlink("/proc/self/exe")
 	if err != nil {
@@ -29,8 +29,15 @@ func releaseBinaryPages() (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
+	mappings, err := readOnlyMappings(smaps, exe)
+	if err != nil {
+		return 0, err
+	}
+	if len(mappings) == 0 {
+		return 0, fmt.Errorf("no read-only mapping of %s without pages of its own in /proc/self/smaps", exe)
+	}
 	var released uint64
-	for _, m := range readOnlyMappings(smaps, exe) {
+	for _, m := range mappings {
 		if _, _, errno := syscall.Syscall(syscall.SYS_MADVISE, m.start, m.end-m.start, syscall.MADV_DONTNEED); errno != 0 {
 			return released, fmt.Errorf("madvise %x-%x: %w", m.start, m.end, errno)
 		}
@@ -47,17 +54,18 @@ type mapping struct {
 }
 
 // readOnlyMappings reads /proc/self/smaps for the mappings of file that
-// are private, not writable, and said to hold no anonymous (copied-on-
-// write) page: a kernel that does not say is not trusted.
-func readOnlyMappings(smaps []byte, file string) []mapping {
+// are private, not writable, and said to hold no page of their own: none
+// copied on write, in memory (Anonymous) or swapped out (Swap). A kernel
+// that does not say both is not trusted.
+func readOnlyMappings(smaps []byte, file string) ([]mapping, error) {
 	var out []mapping
 	var cur *mapping
-	ownPages := true
+	var anonymous, swap *uint64
 	flush := func() {
-		if cur != nil && !ownPages {
+		if cur != nil && anonymous != nil && *anonymous == 0 && swap != nil && *swap == 0 {
 			out = append(out, *cur)
 		}
-		cur, ownPages = nil, true
+		cur, anonymous, swap = nil, nil, nil
 	}
 	sc := bufio.NewScanner(bytes.NewReader(smaps))
 	for sc.Scan() {
@@ -70,12 +78,17 @@ func readOnlyMappings(smaps []byte, file string) []mapping {
 			if cur == nil || len(f) < 2 {
 				continue
 			}
-			kb, _ := strconv.ParseUint(f[1], 10, 64)
+			kb, err := strconv.ParseUint(f[1], 10, 64)
+			if err != nil {
+				continue
+			}
 			switch key {
 			case "Rss":
 				cur.rss = kb << 10
 			case "Anonymous":
-				ownPages = kb > 0
+				anonymous = &kb
+			case "Swap":
+				swap = &kb
 			}
 			continue
 		}
@@ -96,5 +109,5 @@ func readOnlyMappings(smaps []byte, file string) []mapping {
 		cur = &mapping{start: uintptr(s), end: uintptr(e)}
 	}
 	flush()
-	return out
+	return out, sc.Err()
 }
