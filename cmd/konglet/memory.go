@@ -41,13 +41,13 @@ const (
 
 // releaseWhenIdle returns freed memory to the system at each quiet tick
 // with enough garbage in the heap, and the pages of the binary
-// (releaseBinaryPages) at each quiet tick after some work, until ctx ends.
-func releaseWhenIdle(ctx context.Context, log *slog.Logger) {
+// (releaseBinaryPages, if binaryPages) at each quiet tick after some work,
+// until ctx ends.
+func releaseWhenIdle(ctx context.Context, log *slog.Logger, binaryPages bool) {
 	tick := time.NewTicker(releaseTick)
 	defer tick.Stop()
 	s := heapSample()
 	r := idleRelease{last: s.allocated, lastBinary: s.allocated, sinceBinary: binaryTicks}
-	binaryPages := true
 	for {
 		select {
 		case <-ctx.Done():

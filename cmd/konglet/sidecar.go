@@ -59,6 +59,8 @@ type config struct {
 	kubeBurst        int
 	kubeCompression  bool
 	leaseTiming      leader.Timing
+	// releaseBinary: unmap the binary's idle pages (releaseBinaryPages).
+	releaseBinary bool
 }
 
 func (c *config) flags(fs *flag.FlagSet) {
@@ -84,6 +86,7 @@ func (c *config) flags(fs *flag.FlagSet) {
 	fs.IntVar(&c.maxSecretWatches, "max-secret-watches", informers.DefaultMaxSecretWatches, "most Secrets watched at once (one watch each on the API server, from every replica); listeners naming more are told, the Gateways' own namespaces' Secrets first")
 	fs.IntVar(&c.maxCABytes, "max-configmap-bytes", informers.DefaultMaxConfigMapBytes, "largest ca.crt of a ConfigMap a BackendTLSPolicy may use; a larger one is refused on the policy (its backends fail) and not kept")
 	fs.IntVar(&c.maxCAWatches, "max-configmap-watches", informers.DefaultMaxConfigMapWatches, "most CA ConfigMaps watched at once; policies naming more are told, the Gateways' own namespaces' ConfigMaps first")
+	fs.BoolVar(&c.releaseBinary, "release-binary-pages", true, "once idle after some work, unmap the pages of konglet's own code it does not use (they stay in the page cache; off where a tracer adds uprobes to konglet while it runs)")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.Float64Var(&c.kubeQPS, "kube-api-qps", 200, "requests per second to the API server (status writes come in bursts when many routes change)")
 	fs.IntVar(&c.kubeBurst, "kube-api-burst", 400, "burst of requests to the API server")
@@ -207,7 +210,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 	}()
 
 	log.Info("konglet starting", "version", version, "scope", scope.String(), "kong", cfg.kongAdminURL, "listen", ln.Addr().String())
-	go releaseWhenIdle(ctx, log)
+	go releaseWhenIdle(ctx, log, cfg.releaseBinary)
 	cache.Start(ctx)
 	loopErr := make(chan error, 1)
 	go func() { loopErr <- loop.Run(ctx) }()
