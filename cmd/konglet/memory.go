@@ -41,20 +41,27 @@ const (
 
 // releaseWhenIdle returns freed memory to the system at each quiet tick
 // with enough garbage in the heap, and the pages of the binary
-// (releaseBinaryPages, if binaryPages) at each quiet tick after some work,
-// until ctx ends.
-func releaseWhenIdle(ctx context.Context, log *slog.Logger, binaryPages bool) {
+// (releaseBinaryPages, if binaryPages) once started is closed and at each
+// quiet tick after some work, until ctx ends. started is the end of the
+// start (the caches synced): flags, clients and the scheme of every API
+// group are set up, and what they touched is not touched again, so the
+// first sync, konglet's peak, runs without it.
+func releaseWhenIdle(ctx context.Context, log *slog.Logger, binaryPages bool, started <-chan struct{}) {
 	tick := time.NewTicker(releaseTick)
 	defer tick.Stop()
 	s := heapSample()
 	r := idleRelease{last: s.allocated, lastBinary: s.allocated, sinceBinary: binaryTicks}
 	for {
+		releaseHeap, releaseBinary := false, false
 		select {
 		case <-ctx.Done():
 			return
+		case <-started:
+			started, releaseBinary = nil, true
+			r.binaryReleased(heapSample().allocated)
 		case <-tick.C:
+			releaseHeap, releaseBinary = r.observe(heapSample())
 		}
-		releaseHeap, releaseBinary := r.observe(heapSample())
 		if releaseHeap {
 			debug.FreeOSMemory()
 		}
@@ -99,9 +106,15 @@ func (r *idleRelease) observe(h heap) (releaseHeap, releaseBinary bool) {
 	releaseHeap = quiet && h.garbage >= max(minGarbageBytes, h.live/garbageFraction)
 	releaseBinary = quiet && h.allocated-r.lastBinary >= idleBytes && r.sinceBinary >= binaryTicks
 	if releaseBinary {
-		r.lastBinary, r.sinceBinary = h.allocated, 0
+		r.binaryReleased(h.allocated)
 	}
 	return releaseHeap, releaseBinary
+}
+
+// binaryReleased starts the count to the next release of the binary's
+// pages (allocated: the heap's allocation since the start).
+func (r *idleRelease) binaryReleased(allocated uint64) {
+	r.lastBinary, r.sinceBinary = allocated, 0
 }
 
 // heapSample reads the runtime's heap metrics (cheap: no stop-the-world,

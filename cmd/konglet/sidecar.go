@@ -210,8 +210,14 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 	}()
 
 	log.Info("konglet starting", "version", version, "scope", scope.String(), "kong", cfg.kongAdminURL, "listen", ln.Addr().String())
-	go releaseWhenIdle(ctx, log, cfg.releaseBinary)
+	synced := make(chan struct{})
+	go releaseWhenIdle(ctx, log, cfg.releaseBinary, synced)
 	cache.Start(ctx)
+	go func() {
+		if cache.WaitForSync(ctx) {
+			close(synced)
+		}
+	}()
 	loopErr := make(chan error, 1)
 	go func() { loopErr <- loop.Run(ctx) }()
 	select {
