@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"runtime/metrics"
+	"sync/atomic"
 	"time"
 )
 
@@ -40,49 +41,61 @@ const (
 )
 
 // releaseWhenIdle returns freed memory to the system at each quiet tick
-// with enough garbage in the heap, and the pages of the binary
-// (releaseBinaryPages, if binaryPages) once started is closed and at each
-// quiet tick after some work, until ctx ends. started is the end of the
-// start (the caches synced): flags, clients and the scheme of every API
-// group are set up, and what they touched is not touched again, so the
-// first sync, konglet's peak, runs without it.
-func releaseWhenIdle(ctx context.Context, log *slog.Logger, binaryPages bool, started <-chan struct{}) {
+// with enough garbage in the heap, and the pages of the binary at each quiet
+// tick after some work (pages; nil: never), until ctx ends.
+func releaseWhenIdle(ctx context.Context, pages *binaryPages) {
 	tick := time.NewTicker(releaseTick)
 	defer tick.Stop()
 	s := heapSample()
-	r := idleRelease{last: s.allocated, lastBinary: s.allocated, sinceBinary: binaryTicks}
+	r := idleRelease{last: s.allocated, lastBinary: s.allocated}
 	for {
-		releaseHeap, releaseBinary := false, false
 		select {
 		case <-ctx.Done():
 			return
-		case <-started:
-			started, releaseBinary = nil, true
-			r.binaryReleased(heapSample().allocated)
 		case <-tick.C:
-			releaseHeap, releaseBinary = r.observe(heapSample())
 		}
+		releaseHeap, releaseBinary := r.observe(heapSample())
 		if releaseHeap {
 			debug.FreeOSMemory()
 		}
-		if releaseBinary && binaryPages {
-			unmapped, err := releaseBinaryPages()
-			if err != nil {
-				log.Warn("not releasing the binary's pages any more", "error", err)
-				binaryPages = false
-				continue
-			}
-			log.Debug("binary's pages released", "unmappedBytes", unmapped)
+		if releaseBinary && pages != nil {
+			pages.release()
 		}
 	}
+}
+
+// binaryPages releases the pages of konglet's binary (releaseBinaryPages):
+// at the quiet ticks of releaseWhenIdle, and once the start is over (the
+// caches synced: flags, clients and the scheme of every API group are set
+// up, and what they touched is not touched again), so that the first sync,
+// konglet's peak, runs without them. A failure turns it off, said once.
+type binaryPages struct {
+	log    *slog.Logger
+	unmap  func() (uint64, error) // releaseBinaryPages but in tests
+	failed atomic.Bool
+}
+
+func (b *binaryPages) release() {
+	if b.failed.Load() {
+		return
+	}
+	unmapped, err := b.unmap()
+	if err != nil {
+		if !b.failed.Swap(true) {
+			b.log.Warn("not releasing the binary's pages", "error", err)
+		}
+		return
+	}
+	b.log.Debug("binary's pages released", "unmappedBytes", unmapped)
 }
 
 // idleRelease tells, from the heap sampled every tick, when to release.
 type idleRelease struct {
 	last       uint64 // bytes allocated on the heap since the start, at the last tick
 	lastBinary uint64 // the same, at the last release of the binary's pages
-	// sinceBinary counts the ticks since that release: they are at least
-	// binaryTicks apart, however busy the scrapes keep the heap.
+	// sinceBinary counts the ticks since that release (or the start): they
+	// are at least binaryTicks apart, however busy the scrapes keep the
+	// heap.
 	sinceBinary int
 }
 
@@ -106,15 +119,9 @@ func (r *idleRelease) observe(h heap) (releaseHeap, releaseBinary bool) {
 	releaseHeap = quiet && h.garbage >= max(minGarbageBytes, h.live/garbageFraction)
 	releaseBinary = quiet && h.allocated-r.lastBinary >= idleBytes && r.sinceBinary >= binaryTicks
 	if releaseBinary {
-		r.binaryReleased(h.allocated)
+		r.lastBinary, r.sinceBinary = h.allocated, 0
 	}
 	return releaseHeap, releaseBinary
-}
-
-// binaryReleased starts the count to the next release of the binary's
-// pages (allocated: the heap's allocation since the start).
-func (r *idleRelease) binaryReleased(allocated uint64) {
-	r.lastBinary, r.sinceBinary = allocated, 0
 }
 
 // heapSample reads the runtime's heap metrics (cheap: no stop-the-world,

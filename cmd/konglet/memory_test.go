@@ -1,6 +1,12 @@
 package main
 
-import "testing"
+import (
+	"bytes"
+	"errors"
+	"log/slog"
+	"strings"
+	"testing"
+)
 
 // TestReleaseWhenQuietWithGarbage: memory is released at a quiet tick when
 // the heap holds enough garbage for its live size, whether a burst or a
@@ -52,11 +58,11 @@ func TestReleaseWhenQuietWithGarbage(t *testing.T) {
 // TestBinaryPagesReleasedAfterWork: the binary's pages are released at the
 // first quiet tick after some work, whether or not it left garbage (a soft
 // memory limit collects it early), not again until more work, and never
-// more often than every binaryTicks.
+// more often than every binaryTicks (counted from the start too).
 func TestBinaryPagesReleasedAfterWork(t *testing.T) {
-	r := idleRelease{sinceBinary: binaryTicks}
+	var r idleRelease
 	var h heap
-	releases, ticks, lastRelease := 0, 0, -binaryTicks
+	releases, ticks, lastRelease := 0, 0, 0
 	step := func(allocated uint64) {
 		ticks++
 		h.allocated += allocated
@@ -80,6 +86,8 @@ func TestBinaryPagesReleasedAfterWork(t *testing.T) {
 	}
 	expect("while busy", 0)
 	step(0)
+	expect("at a quiet tick after work, too soon after the start", 0)
+	step(0)
 	expect("at the first quiet tick after work", 1)
 	for range binaryTicks + 2 {
 		step(0)
@@ -98,5 +106,25 @@ func TestBinaryPagesReleasedAfterWork(t *testing.T) {
 	}
 	if n := releases - before; n < 9 || n > 10 {
 		t.Fatalf("%d releases in %d quiet ticks with work, want one every %d", n, 10*binaryTicks, binaryTicks)
+	}
+}
+
+// TestBinaryPagesTurnOffAfterAFailure: a failed release is said once, and
+// no release is tried after it.
+func TestBinaryPagesTurnOffAfterAFailure(t *testing.T) {
+	var logged bytes.Buffer
+	calls := 0
+	pages := &binaryPages{log: slog.New(slog.NewTextHandler(&logged, nil)), unmap: func() (uint64, error) {
+		calls++
+		if calls == 2 {
+			return 0, errors.New("madvise: operation not permitted")
+		}
+		return 4096, nil
+	}}
+	for range 4 {
+		pages.release()
+	}
+	if calls != 2 || strings.Count(logged.String(), "not releasing the binary's pages") != 1 {
+		t.Fatalf("%d releases tried, log:\n%s", calls, logged.String())
 	}
 }

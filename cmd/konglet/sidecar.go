@@ -193,11 +193,18 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 		pods = status.NewPodReporter(kube, types.NamespacedName{Namespace: cfg.podNamespace, Name: cfg.podName}, time.Now)
 	}
 	events := status.NewEvents(kube, writer, identity)
+	var pages *binaryPages
+	var synced func()
+	if cfg.releaseBinary {
+		pages = &binaryPages{log: log, unmap: releaseBinaryPages}
+		synced = pages.release
+	}
 	loop := reconcile.New(cache, kong, writer, pods, events, log, reconcile.NewMetrics(reg), reconcile.Options{
 		KongPollInterval: cfg.kongPoll,
 		Budget:           reconcile.Budget{Total: cfg.maxConfigBytes, PerObject: cfg.maxObjectBytes},
 		Gateways:         cfg.gateways,
 		PodName:          cfg.podName,
+		Synced:           synced,
 	})
 
 	srv := &http.Server{Handler: handler(reg, loop.Ready), ReadHeaderTimeout: 5 * time.Second}
@@ -210,14 +217,8 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 	}()
 
 	log.Info("konglet starting", "version", version, "scope", scope.String(), "kong", cfg.kongAdminURL, "listen", ln.Addr().String())
-	synced := make(chan struct{})
-	go releaseWhenIdle(ctx, log, cfg.releaseBinary, synced)
+	go releaseWhenIdle(ctx, pages)
 	cache.Start(ctx)
-	go func() {
-		if cache.WaitForSync(ctx) {
-			close(synced)
-		}
-	}()
 	loopErr := make(chan error, 1)
 	go func() { loopErr <- loop.Run(ctx) }()
 	select {

@@ -83,6 +83,9 @@ type Options struct {
 	// PodName is this replica's Pod, whose own state the loop knows before
 	// its Pod shows it.
 	PodName string
+	// Synced, if set, runs once the caches have synced, before the first
+	// sync: the start is over (konglet releases the pages it touched).
+	Synced func()
 }
 
 // Loop is the sync loop. Create it with New.
@@ -170,6 +173,9 @@ func (l *Loop) Run(ctx context.Context) error {
 		return nil // stopped before the caches synced: a clean stop too
 	}
 	l.log.Info("caches synced")
+	if l.opts.Synced != nil {
+		l.opts.Synced()
+	}
 	go l.writeStatuses(ctx)
 	go l.watchPeers(ctx)
 	l.cache.Notify()

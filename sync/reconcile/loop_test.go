@@ -125,6 +125,32 @@ func TestStopBeforeCachesSyncIsClean(t *testing.T) {
 	}
 }
 
+// TestSyncedRunsOnceBeforeTheFirstLoad: the Synced hook runs once the
+// caches have synced, before the first sync loads Kong.
+func TestSyncedRunsOnceBeforeTheFirstLoad(t *testing.T) {
+	cache := &fakeCache{}
+	cache.set(t, budgetBase+service("a")+route("a", "r", 1, 1))
+	kong := &busyKong{loaded: make(chan struct{}, 2)}
+	calls, loadsThen := 0, -1
+	l := New(cache, kong, nil, nil, nil, slog.New(slog.NewTextHandler(io.Discard, nil)), NewMetrics(prometheus.NewRegistry()),
+		Options{Synced: func() { calls, loadsThen = calls+1, len(kong.times()) }})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- l.Run(ctx) }()
+	select {
+	case <-kong.loaded:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no load")
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if calls != 1 || loadsThen != 0 {
+		t.Fatalf("Synced ran %d times, after %d loads; want once, before any", calls, loadsThen)
+	}
+}
+
 type neverSynced struct{ fakeCache }
 
 func (*neverSynced) WaitForSync(ctx context.Context) bool {
