@@ -34,9 +34,10 @@ const (
 	minGarbageBytes = 1 << 20
 	garbageFraction = 16
 	// The binary's pages are released at most every binaryTicks: each
-	// release reads smaps and maps the idle code back in (a few hundred
-	// minor faults, well under a millisecond), so ten releases a minute
-	// cost next to nothing even when scrapes add up to work every tick.
+	// release reads smaps and maps the idle code back in (an estimate, not
+	// measured: a few hundred minor faults, under a millisecond), so ten
+	// releases a minute cost next to nothing even when scrapes add up to
+	// work every tick.
 	binaryTicks = 6
 )
 
@@ -47,7 +48,9 @@ func releaseWhenIdle(ctx context.Context, pages *binaryPages) {
 	tick := time.NewTicker(releaseTick)
 	defer tick.Stop()
 	s := heapSample()
-	r := idleRelease{last: s.allocated, lastBinary: s.allocated}
+	// No release before: the first quiet tick after the first sync may
+	// release what it touched (a sync of a few routes is done in a tick).
+	r := idleRelease{last: s.allocated, lastBinary: s.allocated, sinceBinary: binaryTicks}
 	for {
 		select {
 		case <-ctx.Done():
@@ -93,9 +96,8 @@ func (b *binaryPages) release() {
 type idleRelease struct {
 	last       uint64 // bytes allocated on the heap since the start, at the last tick
 	lastBinary uint64 // the same, at the last release of the binary's pages
-	// sinceBinary counts the ticks since that release (or the start): they
-	// are at least binaryTicks apart, however busy the scrapes keep the
-	// heap.
+	// sinceBinary counts the ticks since that release: they are at least
+	// binaryTicks apart, however busy the scrapes keep the heap.
 	sinceBinary int
 }
 
