@@ -126,6 +126,17 @@ func (p *proc) MaxRSS() int64 {
 	return m
 }
 
+// MaxAnonRSS is the largest sample so far of the RSS not mapped from files:
+// what konglet allocates, without the binary's pages, which konglet
+// releases when idle and so come and go with its timing.
+func (p *proc) MaxAnonRSS() int64 {
+	var m int64
+	for _, s := range p.RSS() {
+		m = max(m, s.Bytes-s.File)
+	}
+	return m
+}
+
 // LogsContaining returns the log lines that contain s.
 func (p *proc) LogsContaining(s string) []string {
 	var out []string
