@@ -86,7 +86,7 @@ func (c *config) flags(fs *flag.FlagSet) {
 	fs.IntVar(&c.maxSecretWatches, "max-secret-watches", informers.DefaultMaxSecretWatches, "most Secrets watched at once (one watch each on the API server, from every replica); listeners naming more are told, the Gateways' own namespaces' Secrets first")
 	fs.IntVar(&c.maxCABytes, "max-configmap-bytes", informers.DefaultMaxConfigMapBytes, "largest ca.crt of a ConfigMap a BackendTLSPolicy may use; a larger one is refused on the policy (its backends fail) and not kept")
 	fs.IntVar(&c.maxCAWatches, "max-configmap-watches", informers.DefaultMaxConfigMapWatches, "most CA ConfigMaps watched at once; policies naming more are told, the Gateways' own namespaces' ConfigMaps first")
-	fs.BoolVar(&c.releaseBinary, "release-binary-pages", true, "once idle after some work, unmap the pages of konglet's own code it does not use (they stay in the page cache; off where a tracer adds uprobes to konglet while it runs)")
+	fs.BoolVar(&c.releaseBinary, "release-binary-pages", true, "when the caches have synced and when idle after some work, unmap the pages of konglet's own code it does not use (they stay in the page cache; off where a tracer adds uprobes to konglet while it runs)")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.Float64Var(&c.kubeQPS, "kube-api-qps", 200, "requests per second to the API server (status writes come in bursts when many routes change)")
 	fs.IntVar(&c.kubeBurst, "kube-api-burst", 400, "burst of requests to the API server")
