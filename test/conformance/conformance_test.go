@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io/fs"
@@ -269,6 +270,12 @@ func writeReports(t *testing.T, cSuite *suite.ConformanceTestSuite, results *tes
 		t.Error(err)
 		return
 	}
+	file := filepath.Join(dir, "konglet-"+flavor+"-report.yaml")
+	// The suite lists profiles in map order and dates its report: sorted,
+	// and dated as the report on file where nothing else differs, the
+	// reports change only when results do (make test writes them).
+	slices.SortFunc(report.ProfileReports, func(a, b confv1.ProfileReport) int { return strings.Compare(a.Name, b.Name) })
+	keepDateIfUnchanged(report, file)
 	reasons, err := featureReasons(filepath.Join("..", "..", "docs", "features.md"))
 	if err != nil {
 		t.Error(err)
@@ -288,7 +295,6 @@ func writeReports(t *testing.T, cSuite *suite.ConformanceTestSuite, results *tes
 		t.Error(err)
 		return
 	}
-	file := filepath.Join(dir, "konglet-"+flavor+"-report.yaml")
 	if err := os.WriteFile(file, raw, 0o644); err != nil {
 		t.Error(err)
 	}
@@ -296,6 +302,24 @@ func writeReports(t *testing.T, cSuite *suite.ConformanceTestSuite, results *tes
 		t.Error(err)
 	}
 	t.Logf("report: %s\n%s", file, summary)
+}
+
+// keepDateIfUnchanged gives report the date of the report in file when
+// they differ in nothing else.
+func keepDateIfUnchanged(report *confv1.ConformanceReport, file string) {
+	old, err := os.ReadFile(file)
+	if err != nil {
+		return
+	}
+	var previous confv1.ConformanceReport
+	if yaml.Unmarshal(old, &previous) != nil {
+		return
+	}
+	date := report.Date
+	report.Date = previous.Date
+	if raw, err := yaml.Marshal(report); err != nil || !bytes.Equal(raw, old) {
+		report.Date = date
+	}
 }
 
 func profileByName(name suite.ConformanceProfileName) (suite.ConformanceProfile, bool) {
@@ -430,11 +454,7 @@ func (r *testResults) summary(report *confv1.ConformanceReport, flavor string, c
 	fmt.Fprintf(&b, "Profiles: %v. Features konglet claims (GatewayClass status): %s.\n\nFeatures tested in this run: %s.\n\n",
 		profiles, joinFeatures(claimed), joinFeatures(tested))
 	b.WriteString("| profile | core | extended |\n|---|---|---|\n")
-	// The suite lists profiles in map order: sorted, the summary only
-	// changes when results do.
-	profileReports := slices.Clone(report.ProfileReports)
-	slices.SortFunc(profileReports, func(a, b confv1.ProfileReport) int { return strings.Compare(a.Name, b.Name) })
-	for _, p := range profileReports {
+	for _, p := range report.ProfileReports { // sorted by writeReports
 		ext := ""
 		if p.Extended != nil {
 			ext = statusLine(p.Extended.Status)
