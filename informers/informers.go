@@ -309,10 +309,14 @@ func (c *Cache) onUpdate(oldObj, newObj any) {
 	if !c.mayMatter(oldObj) && !c.mayMatter(newObj) && slices.Equal(clusterIPs(oldObj), clusterIPs(newObj)) {
 		return
 	}
-	if _, ok := newObj.(*corev1.Pod); ok {
+	if n, ok := newObj.(*corev1.Pod); ok {
 		// Every load updates this Pod's condition: that is for statuses.
 		c.Trigger.NotifyStatus()
-		return
+		// A Pod's IPs, set once it is scheduled, are forbidden targets
+		// (the translation's kongPodIPs): they wait for no other change.
+		if o, ok := oldObj.(*corev1.Pod); ok && slices.Equal(o.Status.PodIPs, n.Status.PodIPs) {
+			return
+		}
 	}
 	c.Trigger.Notify()
 }

@@ -189,6 +189,49 @@ func TestServicesWithClusterIPsWakeASyncAnywhere(t *testing.T) {
 	}
 }
 
+// TestPodIPsWakeASync: a Pod of konglet's namespace whose IPs change (set
+// once it is scheduled) wakes a sync, since Kong Pods' IPs are forbidden
+// targets; a change of its conditions only (every load's) wakes the status
+// path alone.
+func TestPodIPsWakeASync(t *testing.T) {
+	c := &Cache{Trigger: NewTrigger(time.Millisecond, time.Millisecond), scope: Scope{PodNamespace: "kong"}, serviceIndex: newBackendIndex()}
+	events := c.events()
+	woke := func(ch chan struct{}) bool {
+		select {
+		case <-ch:
+			return true
+		default:
+			return false
+		}
+	}
+	pod := func(rv string, ready corev1.ConditionStatus, ips ...string) *corev1.Pod {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "kong", Name: "kong-1", ResourceVersion: rv},
+			Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: ready}}}}
+		for _, ip := range ips {
+			p.Status.PodIPs = append(p.Status.PodIPs, corev1.PodIP{IP: ip})
+		}
+		return p
+	}
+	for _, tc := range []struct {
+		name             string
+		old, new         *corev1.Pod
+		wantSync, status bool
+	}{
+		{"IPs set", pod("1", corev1.ConditionFalse), pod("2", corev1.ConditionFalse, "10.1.0.7"), true, true},
+		{"an IP added", pod("2", corev1.ConditionFalse, "10.1.0.7"), pod("3", corev1.ConditionFalse, "10.1.0.7", "fd00::7"), true, true},
+		{"conditions only", pod("3", corev1.ConditionFalse, "10.1.0.7"), pod("4", corev1.ConditionTrue, "10.1.0.7"), false, true},
+		{"a resync", pod("4", corev1.ConditionTrue, "10.1.0.7"), pod("4", corev1.ConditionTrue, "10.1.0.7"), false, false},
+	} {
+		events.OnUpdate(tc.old, tc.new)
+		if got := woke(c.Trigger.notify); got != tc.wantSync {
+			t.Errorf("%s: woke a sync %v, want %v", tc.name, got, tc.wantSync)
+		}
+		if got := woke(c.Trigger.status); got != tc.status {
+			t.Errorf("%s: woke the status path %v, want %v", tc.name, got, tc.status)
+		}
+	}
+}
+
 // heldRoutes lists the cached HTTPRoutes; the first list after hold is set
 // then waits for release: a snapshot that has read the routes, stopped
 // mid-way.
