@@ -43,6 +43,21 @@ func (x *backendIndex) handOut() (map[types.NamespacedName]*snapshot.Service, ma
 	return x.services, x.slices, versions{x.version, x.clusterIPsVersion}
 }
 
+// changedSince tells whether the index holds another version than
+// services and endpointSlices (maps it handed out) of a Service that named
+// has and before has not, or of its EndpointSlices.
+func (x *backendIndex) changedSince(services map[types.NamespacedName]*snapshot.Service, endpointSlices map[types.NamespacedName][]*snapshot.EndpointSlice,
+	named, before map[types.NamespacedName]bool) bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for key := range named {
+		if !before[key] && (x.services[key] != services[key] || !slices.Equal(x.slices[key], endpointSlices[key])) {
+			return true
+		}
+	}
+	return false
+}
+
 // versions are an index's versions of its backends and cluster IPs.
 type versions struct{ backends, clusterIPs uint64 }
 

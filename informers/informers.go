@@ -313,8 +313,12 @@ func (c *Cache) onUpdate(oldObj, newObj any) {
 		// Every load updates this Pod's condition: that is for statuses.
 		c.Trigger.NotifyStatus()
 		// A Pod's IPs, set once it is scheduled, are forbidden targets
-		// (the translation's kongPodIPs): they wait for no other change.
-		if o, ok := oldObj.(*corev1.Pod); ok && slices.Equal(o.Status.PodIPs, n.Status.PodIPs) {
+		// (the translation's kongPodIPs), and this Pod's labels choose the
+		// publish Service where none is configured (publishService): they
+		// wait for no other change.
+		o, ok := oldObj.(*corev1.Pod)
+		choosesPublishService := n.Name == c.scope.PodName && c.scope.PublishService.Name == ""
+		if ok && slices.Equal(o.Status.PodIPs, n.Status.PodIPs) && (!choosesPublishService || labels.Equals(o.Labels, n.Labels)) {
 			return
 		}
 	}
@@ -381,7 +385,14 @@ func (c *Cache) Snapshot(kong snapshot.Kong) (*snapshot.Snapshot, error) {
 		return nil, err
 	}
 	backends := translate.BackendServices(s)
-	c.backends.Store(&backends)
+	previous := c.backends.Swap(&backends)
+	// A change to a Service named only now, made after the snapshot read
+	// the Services and before this record, was taken for one that does
+	// not matter (mayMatter): the index then holds another version of it
+	// than the snapshot, and a sync must follow.
+	if previous != nil && c.serviceIndex.changedSince(s.Services, s.EndpointSlices, backends, *previous) {
+		c.Trigger.Notify()
+	}
 	if c.externalNames != nil {
 		s.AllowExternalName = true
 		s.ExternalNames = c.externalNames.Lookup(translate.ExternalNames(s))

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	kubefake "k8s.io/client-go/kubernetes/fake"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gwclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
@@ -189,13 +190,12 @@ func TestServicesWithClusterIPsWakeASyncAnywhere(t *testing.T) {
 	}
 }
 
-// TestPodIPsWakeASync: a Pod of konglet's namespace whose IPs change (set
-// once it is scheduled) wakes a sync, since Kong Pods' IPs are forbidden
-// targets; a change of its conditions only (every load's) wakes the status
-// path alone.
-func TestPodIPsWakeASync(t *testing.T) {
-	c := &Cache{Trigger: NewTrigger(time.Millisecond, time.Millisecond), scope: Scope{PodNamespace: "kong"}, serviceIndex: newBackendIndex()}
-	events := c.events()
+// TestPodChangesTheTranslationReadsWakeASync: a Pod of konglet's namespace
+// whose IPs change (set once it is scheduled) wakes a sync, since Kong
+// Pods' IPs are forbidden targets, and so do this Pod's labels where they
+// choose the publish Service; a change of conditions only (every load's)
+// wakes the status path alone.
+func TestPodChangesTheTranslationReadsWakeASync(t *testing.T) {
 	woke := func(ch chan struct{}) bool {
 		select {
 		case <-ch:
@@ -204,31 +204,115 @@ func TestPodIPsWakeASync(t *testing.T) {
 			return false
 		}
 	}
-	pod := func(rv string, ready corev1.ConditionStatus, ips ...string) *corev1.Pod {
-		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "kong", Name: "kong-1", ResourceVersion: rv},
+	pod := func(name, rv, app string, ready corev1.ConditionStatus, ips ...string) *corev1.Pod {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "kong", Name: name, ResourceVersion: rv, Labels: map[string]string{"app": app}},
 			Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: ready}}}}
 		for _, ip := range ips {
 			p.Status.PodIPs = append(p.Status.PodIPs, corev1.PodIP{IP: ip})
 		}
 		return p
 	}
+	configured := types.NamespacedName{Namespace: "kong", Name: "kong-proxy"}
 	for _, tc := range []struct {
 		name             string
+		publish          types.NamespacedName // the configured publish Service
 		old, new         *corev1.Pod
 		wantSync, status bool
 	}{
-		{"IPs set", pod("1", corev1.ConditionFalse), pod("2", corev1.ConditionFalse, "10.1.0.7"), true, true},
-		{"an IP added", pod("2", corev1.ConditionFalse, "10.1.0.7"), pod("3", corev1.ConditionFalse, "10.1.0.7", "fd00::7"), true, true},
-		{"conditions only", pod("3", corev1.ConditionFalse, "10.1.0.7"), pod("4", corev1.ConditionTrue, "10.1.0.7"), false, true},
-		{"a resync", pod("4", corev1.ConditionTrue, "10.1.0.7"), pod("4", corev1.ConditionTrue, "10.1.0.7"), false, false},
+		{"a peer's IPs set", types.NamespacedName{}, pod("kong-2", "1", "kong", corev1.ConditionFalse), pod("kong-2", "2", "kong", corev1.ConditionFalse, "10.1.0.7"), true, true},
+		{"an IP added", types.NamespacedName{}, pod("kong-2", "2", "kong", corev1.ConditionFalse, "10.1.0.7"), pod("kong-2", "3", "kong", corev1.ConditionFalse, "10.1.0.7", "fd00::7"), true, true},
+		{"conditions only", types.NamespacedName{}, pod("kong-1", "3", "kong", corev1.ConditionFalse, "10.1.0.7"), pod("kong-1", "4", "kong", corev1.ConditionTrue, "10.1.0.7"), false, true},
+		{"this Pod's labels", types.NamespacedName{}, pod("kong-1", "4", "kong", corev1.ConditionTrue, "10.1.0.7"), pod("kong-1", "5", "edge", corev1.ConditionTrue, "10.1.0.7"), true, true},
+		{"this Pod's labels, publish Service configured", configured, pod("kong-1", "4", "kong", corev1.ConditionTrue, "10.1.0.7"), pod("kong-1", "5", "edge", corev1.ConditionTrue, "10.1.0.7"), false, true},
+		{"a peer's labels", types.NamespacedName{}, pod("kong-2", "4", "kong", corev1.ConditionTrue, "10.1.0.8"), pod("kong-2", "5", "edge", corev1.ConditionTrue, "10.1.0.8"), false, true},
+		{"a resync", types.NamespacedName{}, pod("kong-1", "4", "kong", corev1.ConditionTrue, "10.1.0.7"), pod("kong-1", "4", "kong", corev1.ConditionTrue, "10.1.0.7"), false, false},
 	} {
-		events.OnUpdate(tc.old, tc.new)
+		c := &Cache{Trigger: NewTrigger(time.Millisecond, time.Millisecond), scope: Scope{PodNamespace: "kong", PodName: "kong-1", PublishService: tc.publish},
+			serviceIndex: newBackendIndex()}
+		c.events().OnUpdate(tc.old, tc.new)
 		if got := woke(c.Trigger.notify); got != tc.wantSync {
 			t.Errorf("%s: woke a sync %v, want %v", tc.name, got, tc.wantSync)
 		}
 		if got := woke(c.Trigger.status); got != tc.status {
 			t.Errorf("%s: woke the status path %v, want %v", tc.name, got, tc.status)
 		}
+	}
+}
+
+// heldNamespaces lists the cached Namespaces, calling during first: a
+// snapshot stopped after it read the Services.
+type heldNamespaces struct {
+	corelisters.NamespaceLister
+	during func()
+}
+
+func (l *heldNamespaces) List(selector labels.Selector) ([]*corev1.Namespace, error) {
+	if during := l.during; during != nil {
+		l.during = nil
+		during()
+	}
+	return l.NamespaceLister.List(selector)
+}
+
+// TestAServiceNamedWhileSnapshottingWakesASync: a route now names Service
+// api, and api's EndpointSlice changes after the snapshot that sees the
+// route read the Services, but before it records that api matters. The
+// handler took the change for one that does not matter; the snapshot
+// notices that it holds another version of api's EndpointSlices than the
+// cache, and wakes a sync. With no such change, it wakes none.
+func TestAServiceNamedWhileSnapshottingWakesASync(t *testing.T) {
+	gw := gwfake.NewClientset(backendRoute("r", "kong", "web"))
+	c, ctx := startedCache(t, kubefake.NewClientset(), gw, Scope{ControllerName: snapshot.DefaultControllerName,
+		Gateways: []types.NamespacedName{{Namespace: "kong", Name: "kong"}}})
+	if _, err := c.Snapshot(snapshot.Kong{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := gw.GatewayV1().HTTPRoutes("app").Update(ctx, backendRoute("r", "kong", "api"), metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if r, err := c.httpRoutes.HTTPRoutes("app").Get("r"); err == nil && r.Spec.Rules[0].BackendRefs[0].Name == "api" {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("the route's update never reached the cache")
+		case <-time.After(time.Millisecond):
+		}
+	}
+	drain := func() bool {
+		select {
+		case <-c.Trigger.notify:
+			return true
+		default:
+			return false
+		}
+	}
+	drain() // the route's update
+	events := c.events()
+	slice := cachedSlice("app", "api")
+	c.namespaces = &heldNamespaces{NamespaceLister: c.namespaces, during: func() {
+		events.OnAdd(slice, false)
+		if drain() {
+			t.Fatal("the change woke a sync by itself: the test no longer stops the snapshot where it should")
+		}
+	}}
+	s, err := c.Snapshot(snapshot.Kong{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.EndpointSlices[types.NamespacedName{Namespace: "app", Name: "api"}]) != 0 {
+		t.Fatal("the snapshot holds the change: it read the Services after it")
+	}
+	if !drain() {
+		t.Fatal("a change to a Service the routes name only now, made while the snapshot was taken, woke no sync")
+	}
+	// The next snapshot holds it, and has nothing more to wake.
+	if s, err = c.Snapshot(snapshot.Kong{}); err != nil {
+		t.Fatal(err)
+	}
+	if len(s.EndpointSlices[types.NamespacedName{Namespace: "app", Name: "api"}]) != 1 || drain() {
+		t.Fatal("the next snapshot does not hold the change, or woke a sync without one")
 	}
 }
 
