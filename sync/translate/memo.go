@@ -155,14 +155,15 @@ func sameResolution(a, b snapshot.Resolution) bool {
 
 // sameSpec tells whether two versions of a Gateway API object have the same
 // metadata the translation reads and the same spec: the same object, or the
-// same uid and generation (which the API server bumps on every spec
-// change). So the status writes on Gateways that follow most syncs do not
+// same uid and generation (which the API server sets from 1 and bumps on
+// every spec change; a generation 0 comes from elsewhere and proves
+// nothing). So the status writes on Gateways that follow most syncs do not
 // make the next one start over.
 func sameSpec[T interface {
 	comparable
 	metav1.Object
 }](a, b T) bool {
-	return a == b || a.GetUID() != "" && a.GetUID() == b.GetUID() && a.GetGeneration() == b.GetGeneration()
+	return a == b || a.GetUID() != "" && a.GetGeneration() != 0 && a.GetUID() == b.GetUID() && a.GetGeneration() == b.GetGeneration()
 }
 
 // backendInput is a Service lookup of a route's backends, and the

@@ -251,3 +251,20 @@ func grantServices(to, from string) *gwv1.ReferenceGrant {
 		To:   []gwv1.ReferenceGrantTo{{Kind: "Service"}},
 	}}
 }
+
+// TestMemoTrustsNoGenerationZero: objects that carry a uid but no
+// generation (from other sources than an API server, which always sets
+// it) are compared as objects: a Gateway of generation 0 that changes
+// is a change.
+func TestMemoTrustsNoGenerationZero(t *testing.T) {
+	snap := benchSnapshot(3)
+	snap.Gateways[0].UID = "gw-uid"
+	var memo syncer
+	sameResult(t, "first", &memo, snap, nil)
+	gw := snap.Gateways[0].DeepCopy()
+	gw.Spec.Listeners[0].Hostname = ptr(gwv1.Hostname("elsewhere.example.com"))
+	snap.Gateways = []*gwv1.Gateway{gw}
+	if res := sameResult(t, "the listener's hostname changed", &memo, snap, nil); len(res.Config.Services) != 0 {
+		t.Fatalf("no route's hostname is the listener's, yet %d services are served", len(res.Config.Services))
+	}
+}
