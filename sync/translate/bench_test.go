@@ -143,3 +143,35 @@ func BenchmarkEncodeFirstSync(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkTranslateServiceElsewhere is a sync after a Service was created
+// (or deleted) in a namespace no route uses: the cluster's cluster IPs
+// changed, which any route's endpoints are checked against.
+func BenchmarkTranslateServiceElsewhere(b *testing.B) {
+	for _, n := range []int{3_300, 10_000} {
+		b.Run(fmt.Sprintf("routes=%d", n), func(b *testing.B) {
+			snap := benchSnapshot(n)
+			snap.BackendsVersion, snap.ClusterIPsVersion = 1, 1
+			var memo translate.Memo
+			var enc declarative.Encoder
+			if _, _, err := enc.MarshalSizes(memo.Translate(snap, nil).Config); err != nil {
+				b.Fatal(err)
+			}
+			key := types.NamespacedName{Namespace: "elsewhere", Name: "svc"}
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				if _, ok := snap.Services[key]; ok {
+					delete(snap.Services, key)
+				} else {
+					snap.Services[key] = snapshot.ServiceOf(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name},
+						Spec: corev1.ServiceSpec{ClusterIP: "10.96.0.10", ClusterIPs: []string{"10.96.0.10"}}})
+				}
+				snap.BackendsVersion++
+				snap.ClusterIPsVersion++
+				if _, _, err := enc.MarshalSizes(memo.Translate(snap, nil).Config); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -42,28 +42,36 @@ type Memo struct {
 	// backendsVersion is the last snapshot's BackendsVersion, and
 	// clusterIPs the index of its Services by ClusterIP (nil if not built).
 	backendsVersion uint64
-	clusterIPs      map[netip.Addr]*snapshot.Service
+	clusterIPs      map[netip.Addr]types.NamespacedName
 }
 
 // Translate is the package's Translate, reusing what it can from the
 // previous call.
 func (m *Memo) Translate(s *snapshot.Snapshot, refused Refusals) Result {
 	shared := sharedInputsOf(s, refused)
-	if !shared.equal(m.shared) {
+	t := newTranslator(s, refused)
+	switch {
+	case !shared.equal(m.shared):
 		m.routes = nil
+	case shared.clusterIPs == m.shared.clusterIPs:
+		if m.clusterIPs != nil {
+			t.clusterIPsOnce.Do(func() { t.clusterIPs = m.clusterIPs })
+		}
+	case m.clusterIPs == nil:
+		m.routes = nil
+	default:
+		// Any Service created or deleted in the cluster changes the
+		// cluster IPs: only routes with an endpoint at one that changed
+		// hands are translated again (reusable), not all of them.
+		t.movedClusterIPs = movedClusterIPs(m.clusterIPs, t.clusterIPIndex())
 	}
 	m.shared = shared
 	kept := &keptRoutes{previous: m.routes, previousRanks: m.ranks,
 		upstreams: m.upstreams, sortedUpstreams: m.sortedUpstreams, previousStatuses: m.routeStatuses}
-	t := newTranslator(s, refused)
-	if s.BackendsVersion != 0 && s.BackendsVersion == m.backendsVersion {
-		// Every output kept was resolved against these very Services and
-		// EndpointSlices (in the last translation, or checked in it).
-		t.sameBackends = true
-		if m.clusterIPs != nil {
-			t.clusterIPsOnce.Do(func() { t.clusterIPs = m.clusterIPs })
-		}
-	}
+	// Every output kept was resolved against these very Services and
+	// EndpointSlices (in the last translation, or checked in it).
+	// (Moved cluster IPs are other Services, whatever the versions say.)
+	t.sameBackends = s.BackendsVersion != 0 && s.BackendsVersion == m.backendsVersion && t.movedClusterIPs == nil
 	res := t.run(kept)
 	m.routes, m.ranks, m.routeStatuses = kept.next, kept.nextRanks, kept.nextStatuses
 	m.upstreams, m.sortedUpstreams = kept.upstreams, kept.sortedUpstreams
@@ -93,7 +101,8 @@ type sharedInputs struct {
 	kongPodIPs        []string
 	// clusterIPs names every Service's cluster IPs, which any route's
 	// endpoints are checked against (forbiddenTarget): the caches'
-	// ClusterIPsVersion, else a digest of them.
+	// ClusterIPsVersion, else a digest of them. Not compared by equal: a
+	// Memo translates again only the routes a change concerns.
 	clusterIPs uint64
 	// What decides the TLS to backends.
 	backendTLS        []*gwv1.BackendTLSPolicy
@@ -126,7 +135,7 @@ func (a sharedInputs) equal(b sharedInputs) bool {
 		a.publishService == b.publishService && a.pod == b.pod && a.serviceUpstream == b.serviceUpstream &&
 		maps.Equal(a.refused, b.refused) && a.kong.Equal(b.kong) &&
 		a.allowExternalName == b.allowExternalName && maps.EqualFunc(a.externalNames, b.externalNames, sameResolution) &&
-		slices.Equal(a.kongPodIPs, b.kongPodIPs) && a.clusterIPs == b.clusterIPs &&
+		slices.Equal(a.kongPodIPs, b.kongPodIPs) &&
 		slices.EqualFunc(a.backendTLS, b.backendTLS, sameSpec) && maps.Equal(a.configMaps, b.configMaps) &&
 		maps.Equal(a.configMapProblems, b.configMapProblems)
 }
@@ -147,6 +156,23 @@ func clusterIPsIdentity(s *snapshot.Snapshot) uint64 {
 		}
 	}
 	return sum | 1<<63
+}
+
+// movedClusterIPs lists the cluster IPs whose Service differs between two
+// indexes (clusterIPIndex): added, removed or taken by another Service.
+func movedClusterIPs(before, now map[netip.Addr]types.NamespacedName) map[netip.Addr]bool {
+	moved := map[netip.Addr]bool{}
+	for addr, key := range before {
+		if owner, ok := now[addr]; !ok || owner != key {
+			moved[addr] = true
+		}
+	}
+	for addr := range now {
+		if _, ok := before[addr]; !ok {
+			moved[addr] = true
+		}
+	}
+	return moved
 }
 
 func sameResolution(a, b snapshot.Resolution) bool {
@@ -246,20 +272,48 @@ func (k *keptRoutes) previousOf(meta *metav1.ObjectMeta) *routeOutput {
 
 // reusable returns out, the previous translation's output for the very
 // same route object (nil: none), if it still holds: its backends resolve
-// to the same Services and EndpointSlices (surely so when sameBackends).
-func reusable(out *routeOutput, s *snapshot.Snapshot, sameBackends bool, lostOn map[int]string) *routeOutput {
+// to the same Services and EndpointSlices (surely so when sameBackends),
+// and no address they have is a cluster IP that moved (whose Service, and
+// so whether the route may connect there, changed).
+func (t *translator) reusable(out *routeOutput, lostOn map[int]string) *routeOutput {
 	if out == nil || !maps.Equal(out.lostOn, lostOn) {
 		return nil
 	}
-	if sameBackends {
-		return out
+	if t.sameBackends {
+		return out // nor did a cluster IP move: the Services are the same
 	}
 	for _, b := range out.backends {
-		if s.Services[b.key] != b.service || !slices.Equal(s.EndpointSlices[b.key], b.slices) {
+		if t.snap.Services[b.key] != b.service || !slices.Equal(t.snap.EndpointSlices[b.key], b.slices) ||
+			t.atMovedClusterIP(b) {
 			return nil
 		}
 	}
 	return out
+}
+
+// atMovedClusterIP tells whether an address of a backend's Service is a
+// moved cluster IP: one of its endpoints' (ready or not), or of what its
+// ExternalName is, the addresses backendAddresses checks.
+func (t *translator) atMovedClusterIP(b backendInput) bool {
+	moved := func(addr string) bool {
+		a, err := netip.ParseAddr(addr)
+		return err == nil && t.movedClusterIPs[a.Unmap()]
+	}
+	switch {
+	case len(t.movedClusterIPs) == 0 || b.service == nil:
+		return false
+	case b.service.Type == corev1.ServiceTypeExternalName:
+		name := b.service.ExternalName
+		return moved(name) || slices.ContainsFunc(t.snap.ExternalNames[name].Addrs, func(a netip.Addr) bool { return t.movedClusterIPs[a.Unmap()] })
+	}
+	for _, slice := range b.slices {
+		for _, ep := range slice.Endpoints {
+			if slices.ContainsFunc(ep.Addresses, moved) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // statuses returns the map of route statuses to start from: a copy of the

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"net/netip"
 	"slices"
 	"strings"
 	"testing"
@@ -64,6 +65,10 @@ func newRandomEditor(seed uint64) *randomEditor {
 		AllowedRoutes: &gwv1.AllowedRoutes{Namespaces: &gwv1.RouteNamespaces{From: &selected,
 			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"labelled": "yes"}}}},
 	})
+	e.snap.AllowExternalName, e.snap.ExternalNames = true, map[string]snapshot.Resolution{}
+	for i := range 4 {
+		e.snap.ExternalNames[fmt.Sprintf("name-%d.example.com", i)] = snapshot.Resolution{Addrs: []netip.Addr{netip.MustParseAddr(e.endpointAddress())}}
+	}
 	e.snap.Namespaces = map[string]*corev1.Namespace{}
 	for i := range editedRoutes {
 		ns := fmt.Sprintf("ns-%d", i)
@@ -102,7 +107,7 @@ func (e *randomEditor) serviceKey() types.NamespacedName {
 // edit makes one random edit and says which.
 func (e *randomEditor) edit() string {
 	s := e.snap
-	switch e.rng.IntN(13) {
+	switch e.rng.IntN(14) {
 	case 0:
 		i := e.rng.IntN(len(s.HTTPRoutes))
 		r := s.HTTPRoutes[i].DeepCopy()
@@ -171,20 +176,27 @@ func (e *randomEditor) edit() string {
 		e.backendsVersion++
 		return "an endpoint"
 	case 5:
-		// Another namespace's Service at one of the endpoints' addresses
-		// (cluster IPs are unique: the API server allocates them).
+		// A Service of some namespace at one of the endpoints' addresses
+		// (cluster IPs are unique: the API server allocates them): added,
+		// deleted, or replaced by another namespace's in one step.
 		address := e.endpointAddress()
-		key := types.NamespacedName{Namespace: "ns-other", Name: "at-" + address}
 		s.Services = maps.Clone(s.Services)
-		if s.Services[key] != nil {
-			delete(s.Services, key)
-		} else {
+		what := "a cluster IP at an endpoint's address"
+		for key := range s.Services {
+			if key.Name == "at-"+address {
+				delete(s.Services, key)
+				what += ", deleted"
+			}
+		}
+		if what == "a cluster IP at an endpoint's address" || e.rng.IntN(2) == 0 {
+			key := types.NamespacedName{Namespace: []string{"ns-other", "ns-1", "ns-2"}[e.rng.IntN(3)], Name: "at-" + address}
 			s.Services[key] = snapshot.ServiceOf(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name},
 				Spec: corev1.ServiceSpec{ClusterIP: address, ClusterIPs: []string{address}}})
+			what += ", added in " + key.Namespace
 		}
 		e.backendsVersion++
 		e.clusterIPsVersion++
-		return "a cluster IP at an endpoint's address"
+		return what
 	case 6:
 		if len(s.ReferenceGrants) > 0 && e.rng.IntN(2) == 0 {
 			s.ReferenceGrants = nil
@@ -228,6 +240,19 @@ func (e *randomEditor) edit() string {
 		s.Services[key] = &svc
 		e.backendsVersion++
 		return "a Service's upstream mode"
+	case 12:
+		// An ExternalName at an endpoint's address, as an IP or as a
+		// name resolved there.
+		key := e.serviceKey()
+		svc := *s.Services[key]
+		svc.Type, svc.ExternalName = corev1.ServiceTypeExternalName, e.endpointAddress()
+		if e.rng.IntN(2) == 0 {
+			svc.ExternalName = fmt.Sprintf("name-%d.example.com", e.rng.IntN(len(s.ExternalNames)))
+		}
+		s.Services = maps.Clone(s.Services)
+		s.Services[key] = &svc
+		e.backendsVersion++
+		return "an ExternalName Service at " + svc.ExternalName
 	default:
 		// A Kong Pod at one of the endpoints' addresses.
 		s.Pods = []*corev1.Pod{{ObjectMeta: metav1.ObjectMeta{Name: "kong", Namespace: "kong", UID: "kong-uid"},

@@ -127,11 +127,19 @@ func TestMemoMatchesAFreshTranslation(t *testing.T) {
 		{"a Service is deleted", func() { delete(snap.Services, key(5)) }, true},
 		// Every route's endpoints are checked against every Service's
 		// cluster IPs: another namespace's Service that takes svc-1's
-		// endpoint address refuses route-1's backend, reused or not.
+		// endpoint address refuses route-1's backend, reused or not; the
+		// other routes are taken over.
 		{"another namespace's Service takes an endpoint's address as its ClusterIP", func() {
 			snap.Services[types.NamespacedName{Namespace: "ns-99", Name: "grab"}] = snapshot.ServiceOf(&corev1.Service{
-				ObjectMeta: metav1.ObjectMeta{Namespace: "ns-99", Name: "grab"}, Spec: corev1.ServiceSpec{ClusterIP: "198.18.0.4"}})
-		}, false},
+				ObjectMeta: metav1.ObjectMeta{Namespace: "ns-99", Name: "grab"}, Spec: corev1.ServiceSpec{ClusterIP: "198.18.0.4", ClusterIPs: []string{"198.18.0.4"}}})
+		}, true},
+		{"a Service elsewhere gets a cluster IP no endpoint has", func() {
+			snap.Services[types.NamespacedName{Namespace: "ns-99", Name: "elsewhere"}] = snapshot.ServiceOf(&corev1.Service{
+				ObjectMeta: metav1.ObjectMeta{Namespace: "ns-99", Name: "elsewhere"}, Spec: corev1.ServiceSpec{ClusterIP: "10.96.0.9", ClusterIPs: []string{"10.96.0.9"}}})
+		}, true},
+		{"the Service that took the endpoint's address is deleted", func() {
+			delete(snap.Services, types.NamespacedName{Namespace: "ns-99", Name: "grab"})
+		}, true},
 		{"a route splits its traffic", func() {
 			r := snap.HTTPRoutes[6].DeepCopy()
 			second := r.Spec.Rules[0].BackendRefs[0]

@@ -46,7 +46,7 @@ func (t *translator) forbiddenTarget(addr netip.Addr, fromNamespace string, from
 	if t.kongPodAddress(addr) {
 		return "the address of a Kong Pod"
 	}
-	if svc := t.serviceWithClusterIP(addr); svc != nil && svc.Namespace != fromNamespace &&
+	if svc, ok := t.clusterIPIndex()[addr]; ok && svc.Namespace != fromNamespace &&
 		!t.grantedTo(fromNamespace, fromKind, svc.Namespace, kindService, svc.Name) {
 		return fmt.Sprintf("the ClusterIP of Service %s/%s, which no ReferenceGrant in namespace %s lets this route use", svc.Namespace, svc.Name, svc.Namespace)
 	}
@@ -84,24 +84,25 @@ func kongPodIPs(s *snapshot.Snapshot) []string {
 	return out
 }
 
-// serviceWithClusterIP finds the Service that owns a ClusterIP. The API
+// clusterIPIndex names the Service that owns each ClusterIP. The API
 // server allocates ClusterIPs, so unlike an EndpointSlice's addresses they
-// cannot be claimed by another namespace. The index is built on first use.
-func (t *translator) serviceWithClusterIP(addr netip.Addr) *snapshot.Service {
+// cannot be claimed by another namespace. It is built on first use (or
+// taken from the Memo).
+func (t *translator) clusterIPIndex() map[netip.Addr]types.NamespacedName {
 	t.clusterIPsOnce.Do(func() {
-		t.clusterIPs = map[netip.Addr]*snapshot.Service{}
-		for _, svc := range t.snap.Services {
+		t.clusterIPs = map[netip.Addr]types.NamespacedName{}
+		for key, svc := range t.snap.Services {
 			for _, ip := range svc.ClusterIPs {
 				if ip == "" || ip == corev1.ClusterIPNone {
 					continue // no address (and no parse error to allocate)
 				}
 				if a, err := netip.ParseAddr(ip); err == nil {
-					t.clusterIPs[a.Unmap()] = svc
+					t.clusterIPs[a.Unmap()] = key
 				}
 			}
 		}
 	})
-	return t.clusterIPs[addr]
+	return t.clusterIPs
 }
 
 // ExternalNames lists the names of the ExternalName Services that routes'

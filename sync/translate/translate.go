@@ -73,10 +73,12 @@ func Translate(s *snapshot.Snapshot, refused Refusals) Result {
 type translator struct {
 	snap    *snapshot.Snapshot
 	refused Refusals
-	// clusterIPs index the Services by ClusterIP (built on first use, or
-	// the Memo's when the Services are the same).
-	clusterIPs     map[netip.Addr]*snapshot.Service
+	// clusterIPs index the Services by ClusterIP (clusterIPIndex).
+	clusterIPs     map[netip.Addr]types.NamespacedName
 	clusterIPsOnce sync.Once
+	// movedClusterIPs are the ClusterIPs whose Service is another than in
+	// the translation a Memo keeps outputs of (none when it keeps none).
+	movedClusterIPs map[netip.Addr]bool
 	// sameBackends: the Services and EndpointSlices are those the Memo's
 	// outputs were resolved against (snapshot.BackendsVersion).
 	sameBackends bool

@@ -50,7 +50,9 @@ func (b *bencher) translation(t *testing.T) {
 	for _, line := range lines {
 		f := strings.Fields(line)
 		// BenchmarkTranslate is a first translation; BenchmarkTranslateSync
-		// every later sync, through the Memo the sidecar keeps.
+		// every later sync, through the Memo the sidecar keeps, and
+		// BenchmarkTranslateServiceElsewhere one after a change of the
+		// cluster's cluster IPs, which any route may depend on.
 		// Without a -N suffix the benchmark ran on one core.
 		benchName, cores := f[0], 1
 		if i := strings.LastIndex(benchName, "-"); i > 0 {
@@ -59,7 +61,8 @@ func (b *bencher) translation(t *testing.T) {
 			}
 		}
 		bench, size, ok := strings.Cut(benchName, "/routes=")
-		kind := map[string]string{"BenchmarkTranslate": "first translation", "BenchmarkTranslateSync": "sync after one route edit (Memo)"}[bench]
+		kind := map[string]string{"BenchmarkTranslate": "first translation", "BenchmarkTranslateSync": "sync after one route edit (Memo)",
+			"BenchmarkTranslateServiceElsewhere": "sync after a Service created elsewhere (Memo)"}[bench]
 		if !ok || kind == "" {
 			continue
 		}
