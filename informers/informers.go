@@ -309,6 +309,9 @@ func (c *Cache) onUpdate(oldObj, newObj any) {
 	if !c.mayMatter(oldObj) && !c.mayMatter(newObj) && slices.Equal(clusterIPs(oldObj), clusterIPs(newObj)) {
 		return
 	}
+	if o, ok := oldObj.(*corev1.Namespace); ok && labels.Equals(o.Labels, newObj.(*corev1.Namespace).Labels) {
+		return // the translation reads only their labels
+	}
 	if n, ok := newObj.(*corev1.Pod); ok {
 		// Every load updates this Pod's condition: that is for statuses.
 		c.Trigger.NotifyStatus()

@@ -239,6 +239,36 @@ func TestPodChangesTheTranslationReadsWakeASync(t *testing.T) {
 	}
 }
 
+// TestOnlyNamespaceLabelsWakeASync: the translation reads only a
+// Namespace's labels (allowedRoutes and allowedListeners selectors).
+func TestOnlyNamespaceLabelsWakeASync(t *testing.T) {
+	c := &Cache{Trigger: NewTrigger(time.Millisecond, time.Millisecond), scope: Scope{PodNamespace: "kong"}, serviceIndex: newBackendIndex()}
+	namespace := func(rv string, labels, annotations map[string]string) *corev1.Namespace {
+		return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team", ResourceVersion: rv, Labels: labels, Annotations: annotations}}
+	}
+	events := c.events()
+	for _, tc := range []struct {
+		name     string
+		old, new *corev1.Namespace
+		want     bool
+	}{
+		{"annotations", namespace("1", map[string]string{"env": "prod"}, nil), namespace("2", map[string]string{"env": "prod"}, map[string]string{"owner": "x"}), false},
+		{"labels", namespace("2", map[string]string{"env": "prod"}, nil), namespace("3", map[string]string{"env": "dev"}, nil), true},
+	} {
+		events.OnUpdate(tc.old, tc.new)
+		select {
+		case <-c.Trigger.notify:
+			if !tc.want {
+				t.Errorf("a Namespace's %s changed: woke a sync", tc.name)
+			}
+		default:
+			if tc.want {
+				t.Errorf("a Namespace's %s changed: woke no sync", tc.name)
+			}
+		}
+	}
+}
+
 // heldNamespaces lists the cached Namespaces, calling during first: a
 // snapshot stopped after it read the Services.
 type heldNamespaces struct {

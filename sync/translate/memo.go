@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
@@ -65,6 +66,16 @@ func (m *Memo) Translate(s *snapshot.Snapshot, refused Refusals) Result {
 		// hands are translated again (reusable), not all of them.
 		t.movedClusterIPs = movedClusterIPs(m.clusterIPs, t.clusterIPIndex())
 	}
+	// Namespaces come and go, and change, all the time in some clusters;
+	// the translation reads only their labels, for the routes in them
+	// (allowedRoutes) and for ListenerSets (allowedListeners), whose
+	// listeners any route may attach to.
+	if changed := changedNamespaces(m.shared.namespaces, shared.namespaces); len(changed) > 0 {
+		if holdListenerSets(changed, m.shared.listenerSets) || holdListenerSets(changed, shared.listenerSets) {
+			m.routes = nil
+		}
+		t.changedNamespaces = changed
+	}
 	m.shared = shared
 	kept := &keptRoutes{previous: m.routes, previousRanks: m.ranks,
 		upstreams: m.upstreams, sortedUpstreams: m.sortedUpstreams, previousStatuses: m.routeStatuses}
@@ -101,8 +112,9 @@ type sharedInputs struct {
 	kongPodIPs        []string
 	// clusterIPs names every Service's cluster IPs, which any route's
 	// endpoints are checked against (forbiddenTarget): the caches'
-	// ClusterIPsVersion, else a digest of them. Not compared by equal: a
-	// Memo translates again only the routes a change concerns.
+	// ClusterIPsVersion, else a digest of them. Neither they nor the
+	// namespaces are compared by equal: a Memo translates again only the
+	// routes a change of them concerns.
 	clusterIPs uint64
 	// What decides the TLS to backends.
 	backendTLS        []*gwv1.BackendTLSPolicy
@@ -131,7 +143,7 @@ func (a sharedInputs) equal(b sharedInputs) bool {
 	return a.controller == b.controller && slices.EqualFunc(a.gateways, b.gateways, sameSpec) &&
 		maps.EqualFunc(a.classes, b.classes, sameSpec) && slices.EqualFunc(a.listenerSets, b.listenerSets, sameSpec) &&
 		slices.Equal(a.grants, b.grants) &&
-		maps.Equal(a.namespaces, b.namespaces) && maps.Equal(a.secrets, b.secrets) && maps.Equal(a.secretProblems, b.secretProblems) &&
+		maps.Equal(a.secrets, b.secrets) && maps.Equal(a.secretProblems, b.secretProblems) &&
 		a.publishService == b.publishService && a.pod == b.pod && a.serviceUpstream == b.serviceUpstream &&
 		maps.Equal(a.refused, b.refused) && a.kong.Equal(b.kong) &&
 		a.allowExternalName == b.allowExternalName && maps.EqualFunc(a.externalNames, b.externalNames, sameResolution) &&
@@ -173,6 +185,28 @@ func movedClusterIPs(before, now map[netip.Addr]types.NamespacedName) map[netip.
 		}
 	}
 	return moved
+}
+
+// changedNamespaces names the namespaces that exist in one of the maps and
+// not in the other, or with other labels.
+func changedNamespaces(before, now map[string]*corev1.Namespace) map[string]bool {
+	changed := map[string]bool{}
+	for name, ns := range before {
+		if other, ok := now[name]; !ok || other != ns && !labels.Equals(other.Labels, ns.Labels) {
+			changed[name] = true
+		}
+	}
+	for name := range now {
+		if _, ok := before[name]; !ok {
+			changed[name] = true
+		}
+	}
+	return changed
+}
+
+// holdListenerSets tells whether one of the namespaces holds a ListenerSet.
+func holdListenerSets(namespaces map[string]bool, sets []*gwv1.ListenerSet) bool {
+	return slices.ContainsFunc(sets, func(set *gwv1.ListenerSet) bool { return namespaces[set.Namespace] })
 }
 
 func sameResolution(a, b snapshot.Resolution) bool {
@@ -271,12 +305,13 @@ func (k *keptRoutes) previousOf(meta *metav1.ObjectMeta) *routeOutput {
 }
 
 // reusable returns out, the previous translation's output for the very
-// same route object (nil: none), if it still holds: its backends resolve
+// same route object (nil: none), if it still holds: its namespace is not
+// one of the changed ones, its backends resolve
 // to the same Services and EndpointSlices (surely so when sameBackends),
 // and no address they have is a cluster IP that moved (whose Service, and
 // so whether the route may connect there, changed).
-func (t *translator) reusable(out *routeOutput, lostOn map[int]string) *routeOutput {
-	if out == nil || !maps.Equal(out.lostOn, lostOn) {
+func (t *translator) reusable(out *routeOutput, namespace string, lostOn map[int]string) *routeOutput {
+	if out == nil || !maps.Equal(out.lostOn, lostOn) || t.changedNamespaces[namespace] {
 		return nil
 	}
 	if t.sameBackends {

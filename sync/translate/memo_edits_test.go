@@ -207,15 +207,26 @@ func (e *randomEditor) edit() string {
 		return "grants"
 	case 7:
 		name := fmt.Sprintf("ns-%d", e.rng.IntN(editedRoutes))
-		ns := s.Namespaces[name].DeepCopy()
-		if ns.Labels["labelled"] == "yes" {
+		s.Namespaces = maps.Clone(s.Namespaces)
+		ns, what := s.Namespaces[name], "a Namespace's labels"
+		switch {
+		case ns == nil:
+			ns, what = &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, "a Namespace back"
+		case e.rng.IntN(4) == 0:
+			delete(s.Namespaces, name) // its routes are not gone yet
+			return "a Namespace gone"
+		case e.rng.IntN(3) == 0:
+			ns = ns.DeepCopy()
+			ns.Annotations, what = map[string]string{"touched": fmt.Sprint(e.rng.Uint32())}, "a Namespace's annotations"
+		case ns.Labels["labelled"] == "yes":
+			ns = ns.DeepCopy()
 			ns.Labels = nil
-		} else {
+		default:
+			ns = ns.DeepCopy()
 			ns.Labels = map[string]string{"labelled": "yes"}
 		}
-		s.Namespaces = maps.Clone(s.Namespaces)
 		s.Namespaces[name] = ns
-		return "a Namespace's labels"
+		return what
 	case 8:
 		gw := s.Gateways[0].DeepCopy()
 		gw.Generation++

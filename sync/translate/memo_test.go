@@ -6,6 +6,7 @@ import (
 	"maps"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -274,5 +275,81 @@ func TestMemoTrustsNoGenerationZero(t *testing.T) {
 	snap.Gateways = []*gwv1.Gateway{gw}
 	if res := sameResult(t, "the listener's hostname changed", &memo, snap, nil); len(res.Config.Services) != 0 {
 		t.Fatalf("no route's hostname is the listener's, yet %d services are served", len(res.Config.Services))
+	}
+}
+
+// TestMemoFollowsAListenerSetsNamespace: a ListenerSet's namespace that
+// loses the labels the Gateway's allowedListeners select detaches its
+// listeners from routes in other namespaces, which a Memo must not take
+// over; a label change of a namespace with no route or ListenerSet
+// keeps every route's output.
+func TestMemoFollowsAListenerSetsNamespace(t *testing.T) {
+	const in = `
+apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {name: konglet}
+spec: {controllerName: konglet.dev/gateway-controller}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: gw, namespace: kong, uid: gw-uid, generation: 1}
+spec:
+  gatewayClassName: konglet
+  allowedListeners: {namespaces: {from: Selector, selector: {matchLabels: {sets: allowed}}}}
+  listeners:
+  - {name: http, protocol: HTTP, port: 80, hostname: gw.example.com}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: team, labels: {sets: allowed}}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: idle}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: ListenerSet
+metadata: {name: team, namespace: team, uid: set-uid, generation: 1}
+spec:
+  parentRef: {name: gw, namespace: kong}
+  listeners:
+  - {name: a, protocol: HTTP, port: 80, hostname: a.example.com, allowedRoutes: {namespaces: {from: All}}}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: app, namespace: apps}
+spec: {ports: [{port: 80}]}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: on-set, namespace: apps}
+spec:
+  parentRefs: [{kind: ListenerSet, name: team, namespace: team}]
+  rules: [{backendRefs: [{name: app, port: 80}]}]
+`
+	var objs snapshot.Objects
+	if err := objs.Decode(strings.NewReader(in), "in"); err != nil {
+		t.Fatal(err)
+	}
+	snap := objs.Build(snapshot.DefaultControllerName, nil, types.NamespacedName{}, snapshot.DefaultKong(snapshot.RouterExpressions))
+	var memo syncer
+	if res := sameResult(t, "first", &memo, snap, nil); len(res.Config.Services) != 1 {
+		t.Fatalf("the route on the ListenerSet makes %d services, want 1", len(res.Config.Services))
+	}
+	relabel := func(name string, labels map[string]string) {
+		ns := snap.Namespaces[name].DeepCopy()
+		ns.Labels = labels
+		snap.Namespaces = maps.Clone(snap.Namespaces)
+		snap.Namespaces[name] = ns
+	}
+	relabel("idle", map[string]string{"sets": "allowed"})
+	before := memo.memo.Translate(snap, nil).Config.Services[0]
+	relabel("idle", nil)
+	if again := sameResult(t, "a namespace without routes or ListenerSets relabelled", &memo, snap, nil); again.Config.Services[0] != before {
+		t.Error("a namespace without routes or ListenerSets relabelled: the route was translated again")
+	}
+	relabel("team", nil)
+	if res := sameResult(t, "the ListenerSet's namespace is no longer allowed", &memo, snap, nil); len(res.Config.Services) != 0 {
+		t.Fatalf("the route on a ListenerSet the Gateway no longer allows makes %d services", len(res.Config.Services))
 	}
 }

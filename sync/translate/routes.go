@@ -158,7 +158,7 @@ func (t *translator) translateRoutes(routes []*route, previous []*routeOutput, g
 	var independents []int
 	reused := make([]bool, len(routes))
 	for rank, r := range routes {
-		outs[rank] = t.reusable(previous[rank], lost[r.meta])
+		outs[rank] = t.reusable(previous[rank], r.meta.Namespace, lost[r.meta])
 		reused[rank] = outs[rank] != nil
 		if !reused[rank] && independent(*r) {
 			independents = append(independents, rank)

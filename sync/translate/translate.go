@@ -79,6 +79,9 @@ type translator struct {
 	// movedClusterIPs are the ClusterIPs whose Service is another than in
 	// the translation a Memo keeps outputs of (none when it keeps none).
 	movedClusterIPs map[netip.Addr]bool
+	// changedNamespaces are the namespaces that appeared, went or changed
+	// their labels since that translation.
+	changedNamespaces map[string]bool
 	// sameBackends: the Services and EndpointSlices are those the Memo's
 	// outputs were resolved against (snapshot.BackendsVersion).
 	sameBackends bool
