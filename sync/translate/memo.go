@@ -2,7 +2,6 @@ package translate
 
 import (
 	"cmp"
-	"hash/fnv"
 	"maps"
 	"net/netip"
 	"slices"
@@ -41,7 +40,7 @@ type Memo struct {
 	sortedUpstreams []*declarative.Upstream
 	routeStatuses   map[ObjectRef][]gwv1.RouteParentStatus // the last translation's
 	// backendsVersion is the last snapshot's BackendsVersion, and
-	// clusterIPs the index of its Services by ClusterIP (nil if not built).
+	// clusterIPs the index of its Services by ClusterIP.
 	backendsVersion uint64
 	clusterIPs      map[netip.Addr]types.NamespacedName
 }
@@ -54,16 +53,14 @@ func (m *Memo) Translate(s *snapshot.Snapshot, refused Refusals) Result {
 	switch {
 	case !shared.equal(m.shared):
 		m.routes = nil
-	case shared.clusterIPs == m.shared.clusterIPs:
-		if m.clusterIPs != nil {
-			t.clusterIPsOnce.Do(func() { t.clusterIPs = m.clusterIPs })
-		}
-	case m.clusterIPs == nil:
-		m.routes = nil
+	case shared.clusterIPs != 0 && shared.clusterIPs == m.shared.clusterIPs:
+		// The caches counted no change of any Service's cluster IPs.
+		t.clusterIPsOnce.Do(func() { t.clusterIPs = m.clusterIPs })
 	default:
 		// Any Service created or deleted in the cluster changes the
-		// cluster IPs: only routes with an endpoint at one that changed
-		// hands are translated again (reusable), not all of them.
+		// cluster IPs (and offline nothing counts them): only routes with
+		// an endpoint at one that changed hands are translated again
+		// (reusable), not all of them.
 		t.movedClusterIPs = movedClusterIPs(m.clusterIPs, t.clusterIPIndex())
 	}
 	// Namespaces come and go, and change, all the time in some clusters;
@@ -86,7 +83,7 @@ func (m *Memo) Translate(s *snapshot.Snapshot, refused Refusals) Result {
 	res := t.run(kept)
 	m.routes, m.ranks, m.routeStatuses = kept.next, kept.nextRanks, kept.nextStatuses
 	m.upstreams, m.sortedUpstreams = kept.upstreams, kept.sortedUpstreams
-	m.backendsVersion, m.clusterIPs = s.BackendsVersion, t.clusterIPs
+	m.backendsVersion, m.clusterIPs = s.BackendsVersion, t.clusterIPIndex()
 	return res
 }
 
@@ -110,11 +107,11 @@ type sharedInputs struct {
 	allowExternalName bool
 	externalNames     map[string]snapshot.Resolution
 	kongPodIPs        []string
-	// clusterIPs names every Service's cluster IPs, which any route's
-	// endpoints are checked against (forbiddenTarget): the caches'
-	// ClusterIPsVersion, else a digest of them. Neither they nor the
-	// namespaces are compared by equal: a Memo translates again only the
-	// routes a change of them concerns.
+	// clusterIPs is the caches' ClusterIPsVersion (0: not counted), the
+	// version of the cluster IPs any route's endpoints are checked against
+	// (forbiddenTarget). Neither it nor the namespaces are compared by
+	// equal: a Memo translates again only the routes a change of them
+	// concerns.
 	clusterIPs uint64
 	// What decides the TLS to backends.
 	backendTLS        []*gwv1.BackendTLSPolicy
@@ -134,7 +131,7 @@ func sharedInputsOf(s *snapshot.Snapshot, refused Refusals) sharedInputs {
 		in.pod = s.Pod.UID
 	}
 	in.allowExternalName, in.externalNames, in.kongPodIPs = s.AllowExternalName, maps.Clone(s.ExternalNames), kongPodIPs(s)
-	in.clusterIPs = clusterIPsIdentity(s)
+	in.clusterIPs = s.ClusterIPsVersion
 	in.backendTLS, in.configMaps, in.configMapProblems = slices.Clone(s.BackendTLSPolicies), maps.Clone(s.ConfigMaps), maps.Clone(s.ConfigMapProblems)
 	return in
 }
@@ -150,24 +147,6 @@ func (a sharedInputs) equal(b sharedInputs) bool {
 		slices.Equal(a.kongPodIPs, b.kongPodIPs) &&
 		slices.EqualFunc(a.backendTLS, b.backendTLS, sameSpec) && maps.Equal(a.configMaps, b.configMaps) &&
 		maps.Equal(a.configMapProblems, b.configMapProblems)
-}
-
-// clusterIPsIdentity is the snapshot's ClusterIPsVersion, or, when it has
-// none (offline), an order-free digest of which Service holds which cluster
-// IP. The high bit tells the two apart.
-func clusterIPsIdentity(s *snapshot.Snapshot) uint64 {
-	if s.ClusterIPsVersion != 0 {
-		return s.ClusterIPsVersion &^ (1 << 63)
-	}
-	var sum uint64
-	for key, svc := range s.Services {
-		for _, ip := range svc.ClusterIPs {
-			h := fnv.New64a()
-			h.Write([]byte(key.Namespace + "/" + key.Name + "=" + ip))
-			sum += h.Sum64()
-		}
-	}
-	return sum | 1<<63
 }
 
 // movedClusterIPs lists the cluster IPs whose Service differs between two

@@ -65,6 +65,16 @@ func newRandomEditor(seed uint64) *randomEditor {
 		AllowedRoutes: &gwv1.AllowedRoutes{Namespaces: &gwv1.RouteNamespaces{From: &selected,
 			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"labelled": "yes"}}}},
 	})
+	// Some endpoints are written as IPv4-mapped IPv6 addresses from the
+	// start (the cluster IPs that edits add at times too).
+	for _, list := range e.snap.EndpointSlices {
+		for i, ep := range list[0].Endpoints {
+			if i == 0 {
+				ep.Addresses = []string{"::ffff:" + ep.Addresses[0]}
+				list[0].Endpoints[i] = ep
+			}
+		}
+	}
 	e.snap.AllowExternalName, e.snap.ExternalNames = true, map[string]snapshot.Resolution{}
 	for i := range 4 {
 		e.snap.ExternalNames[fmt.Sprintf("name-%d.example.com", i)] = snapshot.Resolution{Addrs: []netip.Addr{netip.MustParseAddr(e.endpointAddress())}}
@@ -92,9 +102,14 @@ func (e *randomEditor) labelledHostname() gwv1.Hostname {
 	return gwv1.Hostname(fmt.Sprintf("a%d.labelled.example.com", e.rng.IntN(4)))
 }
 
-// endpointAddress is one of the addresses the snapshot's endpoints have.
+// endpointAddress is one of the addresses the snapshot's endpoints have,
+// at times written as an IPv4-mapped IPv6 address.
 func (e *randomEditor) endpointAddress() string {
-	return fmt.Sprintf("198.18.0.%d", 1+e.rng.IntN(3*editedRoutes))
+	address := fmt.Sprintf("198.18.0.%d", 1+e.rng.IntN(3*editedRoutes))
+	if e.rng.IntN(4) == 0 {
+		return "::ffff:" + address
+	}
+	return address
 }
 
 func (e *randomEditor) serviceKey() types.NamespacedName {

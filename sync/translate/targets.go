@@ -46,9 +46,13 @@ func (t *translator) forbiddenTarget(addr netip.Addr, fromNamespace string, from
 	if t.kongPodAddress(addr) {
 		return "the address of a Kong Pod"
 	}
-	if svc, ok := t.clusterIPIndex()[addr]; ok && svc.Namespace != fromNamespace &&
-		!t.grantedTo(fromNamespace, fromKind, svc.Namespace, kindService, svc.Name) {
-		return fmt.Sprintf("the ClusterIP of Service %s/%s, which no ReferenceGrant in namespace %s lets this route use", svc.Namespace, svc.Name, svc.Namespace)
+	if svc, ok := t.clusterIPIndex()[addr]; ok {
+		switch {
+		case svc == sharedClusterIP:
+			return "a ClusterIP that several Services claim"
+		case svc.Namespace != fromNamespace && !t.grantedTo(fromNamespace, fromKind, svc.Namespace, kindService, svc.Name):
+			return fmt.Sprintf("the ClusterIP of Service %s/%s, which no ReferenceGrant in namespace %s lets this route use", svc.Namespace, svc.Name, svc.Namespace)
+		}
 	}
 	return ""
 }
@@ -84,6 +88,13 @@ func kongPodIPs(s *snapshot.Snapshot) []string {
 	return out
 }
 
+// sharedClusterIP stands in clusterIPIndex for the Service of a cluster IP
+// that several claim: the API server allocates each to one, but caches may
+// hold, for a moment, a deleted Service beside the one that took its IP
+// (or an IPv4 address beside the same written as IPv6). Whichever was read
+// last would decide, and differently from one translation to the next.
+var sharedClusterIP = types.NamespacedName{}
+
 // clusterIPIndex names the Service that owns each ClusterIP. The API
 // server allocates ClusterIPs, so unlike an EndpointSlice's addresses they
 // cannot be claimed by another namespace. It is built on first use (or
@@ -97,7 +108,11 @@ func (t *translator) clusterIPIndex() map[netip.Addr]types.NamespacedName {
 					continue // no address (and no parse error to allocate)
 				}
 				if a, err := netip.ParseAddr(ip); err == nil {
-					t.clusterIPs[a.Unmap()] = key
+					owner := key
+					if other, seen := t.clusterIPs[a.Unmap()]; seen && other != key {
+						owner = sharedClusterIP
+					}
+					t.clusterIPs[a.Unmap()] = owner
 				}
 			}
 		}
