@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -87,8 +88,11 @@ type namedWatcher[T namedObject] struct {
 	stop     context.CancelFunc
 	failed   chan struct{} // closed at the first error
 	notify   func()
-	keepData func(T) int
-	dropData func(T)
+	// readEarly: a snapshot read the object before the first list
+	// answered, and told its users it was not read yet.
+	readEarly atomic.Bool
+	keepData  func(T) int
+	dropData  func(T)
 
 	mu  sync.Mutex
 	err error // the last list or watch error; nil once a request is let through
@@ -190,6 +194,18 @@ func (s *namedWatchers[T]) start(key types.NamespacedName) *namedWatcher[T] {
 	ctx, cancel := context.WithCancel(s.ctx)
 	w.stop = cancel
 	go w.informer.RunWithContext(ctx)
+	// A first list that answers after a snapshot stopped waiting for it
+	// (namedWait) and finds no object brings no event and no error: its
+	// outcome would reach the object's users only with an unrelated sync.
+	go func() {
+		select {
+		case <-w.informer.HasSyncedChecker().Done():
+			if w.readEarly.Load() {
+				w.notify()
+			}
+		case <-ctx.Done():
+		}
+	}()
 	return w
 }
 
@@ -238,11 +254,16 @@ func (w *namedWatcher[T]) read() (T, bool, *snapshot.ReadProblem) {
 		return none, false, &snapshot.ReadProblem{Forbidden: true}
 	}
 	if !w.informer.HasSynced() {
-		p := &snapshot.ReadProblem{}
-		if err != nil {
-			p.Err = err.Error()
+		// Marked before the second look: either the watcher's goroutine
+		// sees the mark once synced, or this read sees it synced.
+		w.readEarly.Store(true)
+		if !w.informer.HasSynced() {
+			p := &snapshot.ReadProblem{}
+			if err != nil {
+				p.Err = err.Error()
+			}
+			return none, false, p
 		}
-		return none, false, p
 	}
 	obj, exists, _ := w.informer.GetStore().GetByKey(w.key.String())
 	if !exists {

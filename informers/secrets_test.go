@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -199,6 +200,39 @@ func TestSecretWatcherErrors(t *testing.T) {
 	w.setErr(nil)
 	if notified != 3 {
 		t.Errorf("notified %d times for three changes, want 3", notified)
+	}
+}
+
+// TestALateFirstListWakesASync: a Secret a snapshot read before its
+// watcher's first list answered was told "not read yet"; a list that then
+// finds none (no event, no error) still wakes a sync, so that its users
+// are told it does not exist.
+func TestALateFirstListWakesASync(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	client := kubefake.NewClientset()
+	answer := make(chan struct{})
+	client.PrependReactor("list", "secrets", func(clienttesting.Action) (bool, runtime.Object, error) {
+		<-answer
+		return false, nil, nil
+	})
+	var notified atomic.Int32
+	set := &namedWatchers[*corev1.Secret]{kind: secretKind(client), limit: 1000, ctx: ctx,
+		events: cacheHandlerNop{}, notify: func() { notified.Add(1) }, watching: map[types.NamespacedName]*namedWatcher[*corev1.Secret]{}}
+	w := set.start(types.NamespacedName{Namespace: "gw", Name: "missing"})
+	if _, ok, p := w.read(); ok || p == nil {
+		t.Fatalf("read before the first list answered: %v, %+v; want a problem", ok, p)
+	}
+	close(answer)
+	for notified.Load() == 0 {
+		select {
+		case <-ctx.Done():
+			t.Fatal("the first list answered, and no sync was asked for")
+		case <-time.After(time.Millisecond):
+		}
+	}
+	if _, ok, p := w.read(); ok || p != nil {
+		t.Errorf("after the list: %v, %+v; want no object and no problem", ok, p)
 	}
 }
 
