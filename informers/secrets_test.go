@@ -208,12 +208,15 @@ func TestSecretWatcherErrors(t *testing.T) {
 // finds none (no event, no error) still wakes a sync, so that its users
 // are told it does not exist.
 func TestALateFirstListWakesASync(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	client := kubefake.NewClientset()
 	answer := make(chan struct{})
 	client.PrependReactor("list", "secrets", func(clienttesting.Action) (bool, runtime.Object, error) {
-		<-answer
+		select {
+		case <-answer:
+		case <-ctx.Done(): // the test failed first
+		}
 		return false, nil, nil
 	})
 	var notified atomic.Int32

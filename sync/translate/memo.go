@@ -21,14 +21,16 @@ import (
 // and statuses was most of a translation, mostly allocation and garbage
 // collection. An HTTPRoute or GRPCRoute is reused when it is the very same
 // object (informer caches keep an object's pointer until it changes), the
-// Services and EndpointSlices its backends resolved to are too, and
-// nothing that every route depends on changed (Gateways, ListenerSets,
-// Namespaces, ReferenceGrants, Secrets, Kong, refusals...): then its
-// entities and statuses are taken over and only its rank, which depends on
-// the other routes, is applied again.
+// Services and EndpointSlices its backends resolved to are too, its
+// namespace did not change, none of its backends' addresses is a cluster
+// IP that changed hands or a Kong Pod's that came or went, and nothing
+// else that every route depends on changed (Gateways, ListenerSets,
+// ReferenceGrants, Secrets, Kong, refusals...): then its entities and
+// statuses are taken over and only its rank, which depends on the other
+// routes, is applied again.
 //
-// A Memo never changes a result (TestMemoMatchesAFreshTranslation and the
-// fuzz target hold it to that). A Result from a Memo stays valid until the
+// A Memo never changes a result (TestMemoMatchesAFreshTranslation,
+// TestMemoFollowsRandomEdits and the fuzz target hold it to that). A Result from a Memo stays valid until the
 // Memo's next Translate, which reuses and reorders its entities; a Memo is
 // not safe for concurrent use.
 type Memo struct {
@@ -61,14 +63,18 @@ func (m *Memo) Translate(s *snapshot.Snapshot, refused Refusals) Result {
 		// cluster IPs (and offline nothing counts them): only routes with
 		// an endpoint at one that changed hands are translated again
 		// (reusable), not all of them.
-		t.movedClusterIPs = movedClusterIPs(m.clusterIPs, t.clusterIPIndex())
+		t.movedAddresses = movedClusterIPs(m.clusterIPs, t.clusterIPIndex())
 	}
+	// (Moved cluster IPs are other Services, whatever the versions say.)
+	clusterIPsMoved := t.movedAddresses != nil
+	// So are Kong Pods' IPs, which come and go with every rollout.
+	t.movedAddresses = withMovedKongPods(t.movedAddresses, m.shared.kongPodIPs, shared.kongPodIPs)
 	// Namespaces come and go, and change, all the time in some clusters;
 	// the translation reads only their labels, for the routes in them
 	// (allowedRoutes) and for ListenerSets (allowedListeners), whose
 	// listeners any route may attach to.
 	if changed := changedNamespaces(m.shared.namespaces, shared.namespaces); len(changed) > 0 {
-		if holdListenerSets(changed, m.shared.listenerSets) || holdListenerSets(changed, shared.listenerSets) {
+		if holdListenerSets(changed, shared.listenerSets) { // the same as before when routes are kept
 			m.routes = nil
 		}
 		t.changedNamespaces = changed
@@ -78,8 +84,7 @@ func (m *Memo) Translate(s *snapshot.Snapshot, refused Refusals) Result {
 		upstreams: m.upstreams, sortedUpstreams: m.sortedUpstreams, previousStatuses: m.routeStatuses}
 	// Every output kept was resolved against these very Services and
 	// EndpointSlices (in the last translation, or checked in it).
-	// (Moved cluster IPs are other Services, whatever the versions say.)
-	t.sameBackends = s.BackendsVersion != 0 && s.BackendsVersion == m.backendsVersion && t.movedClusterIPs == nil
+	t.sameBackends = s.BackendsVersion != 0 && s.BackendsVersion == m.backendsVersion && !clusterIPsMoved
 	res := t.run(kept)
 	m.routes, m.ranks, m.routeStatuses = kept.next, kept.nextRanks, kept.nextStatuses
 	m.upstreams, m.sortedUpstreams = kept.upstreams, kept.sortedUpstreams
@@ -144,9 +149,29 @@ func (a sharedInputs) equal(b sharedInputs) bool {
 		a.publishService == b.publishService && a.pod == b.pod && a.serviceUpstream == b.serviceUpstream &&
 		maps.Equal(a.refused, b.refused) && a.kong.Equal(b.kong) &&
 		a.allowExternalName == b.allowExternalName && maps.EqualFunc(a.externalNames, b.externalNames, sameResolution) &&
-		slices.Equal(a.kongPodIPs, b.kongPodIPs) &&
 		slices.EqualFunc(a.backendTLS, b.backendTLS, sameSpec) && maps.Equal(a.configMaps, b.configMaps) &&
 		maps.Equal(a.configMapProblems, b.configMapProblems)
+}
+
+// withMovedKongPods adds to moved (nil: none) the IPs that are Kong Pods'
+// in one of two sorted lists and not in the other.
+func withMovedKongPods(moved map[netip.Addr]bool, before, now []string) map[netip.Addr]bool {
+	if slices.Equal(before, now) {
+		return moved
+	}
+	if moved == nil {
+		moved = map[netip.Addr]bool{}
+	}
+	for _, ips := range [2][2][]string{{before, now}, {now, before}} {
+		for _, ip := range ips[0] {
+			if _, found := slices.BinarySearch(ips[1], ip); !found {
+				if a, err := netip.ParseAddr(ip); err == nil {
+					moved[a.Unmap()] = true
+				}
+			}
+		}
+	}
+	return moved
 }
 
 // movedClusterIPs lists the cluster IPs whose Service differs between two
@@ -285,40 +310,36 @@ func (k *keptRoutes) previousOf(meta *metav1.ObjectMeta) *routeOutput {
 
 // reusable returns out, the previous translation's output for the very
 // same route object (nil: none), if it still holds: its namespace is not
-// one of the changed ones, its backends resolve
-// to the same Services and EndpointSlices (surely so when sameBackends),
-// and no address they have is a cluster IP that moved (whose Service, and
-// so whether the route may connect there, changed).
+// one of the changed ones, its backends resolve to the same Services and
+// EndpointSlices (surely so when sameBackends), and no address they have
+// moved (whether the route may connect there may have changed).
 func (t *translator) reusable(out *routeOutput, namespace string, lostOn map[int]string) *routeOutput {
 	if out == nil || !maps.Equal(out.lostOn, lostOn) || t.changedNamespaces[namespace] {
 		return nil
 	}
-	if t.sameBackends {
-		return out // nor did a cluster IP move: the Services are the same
-	}
 	for _, b := range out.backends {
-		if t.snap.Services[b.key] != b.service || !slices.Equal(t.snap.EndpointSlices[b.key], b.slices) ||
-			t.atMovedClusterIP(b) {
+		if !t.sameBackends && (t.snap.Services[b.key] != b.service || !slices.Equal(t.snap.EndpointSlices[b.key], b.slices)) ||
+			t.atMovedAddress(b) {
 			return nil
 		}
 	}
 	return out
 }
 
-// atMovedClusterIP tells whether an address of a backend's Service is a
-// moved cluster IP: one of its endpoints' (ready or not), or of what its
-// ExternalName is, the addresses backendAddresses checks.
-func (t *translator) atMovedClusterIP(b backendInput) bool {
+// atMovedAddress tells whether an address of a backend's Service moved
+// (translator.movedAddresses): one of its endpoints' (ready or not), or of
+// what its ExternalName is, the addresses backendAddresses checks.
+func (t *translator) atMovedAddress(b backendInput) bool {
 	moved := func(addr string) bool {
 		a, err := netip.ParseAddr(addr)
-		return err == nil && t.movedClusterIPs[a.Unmap()]
+		return err == nil && t.movedAddresses[a.Unmap()]
 	}
 	switch {
-	case len(t.movedClusterIPs) == 0 || b.service == nil:
+	case len(t.movedAddresses) == 0 || b.service == nil:
 		return false
 	case b.service.Type == corev1.ServiceTypeExternalName:
 		name := b.service.ExternalName
-		return moved(name) || slices.ContainsFunc(t.snap.ExternalNames[name].Addrs, func(a netip.Addr) bool { return t.movedClusterIPs[a.Unmap()] })
+		return moved(name) || slices.ContainsFunc(t.snap.ExternalNames[name].Addrs, func(a netip.Addr) bool { return t.movedAddresses[a.Unmap()] })
 	}
 	for _, slice := range b.slices {
 		for _, ep := range slice.Endpoints {

@@ -29,6 +29,10 @@ var thisNetwork = netip.MustParsePrefix("0.0.0.0/8") // "this host" on Linux
 func (t *translator) forbiddenTarget(addr netip.Addr, fromNamespace string, fromKind gwv1.Kind) string {
 	addr = addr.Unmap()
 	switch {
+	case addr.Zone() != "":
+		// fe80::1%eth0 names a link of this host; and a zone would make
+		// any address miss the comparisons below.
+		return "an address with an IPv6 zone"
 	case addr.IsLoopback():
 		return "a loopback address"
 	case addr.IsUnspecified() || thisNetwork.Contains(addr):

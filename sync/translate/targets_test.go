@@ -77,6 +77,7 @@ func TestExternalNameResolutions(t *testing.T) {
 		{name: "v6 loopback", allow: true, res: addrs("::1"), reason: "RefNotPermitted", message: "loopback"},
 		{name: "metadata", allow: true, res: addrs("169.254.169.254"), reason: "RefNotPermitted", message: "link-local"},
 		{name: "aws v6 metadata", allow: true, res: addrs("fd00:ec2::254"), reason: "RefNotPermitted", message: "metadata"},
+		{name: "aws v6 metadata with a zone", allow: true, res: addrs("fd00:ec2::254%eth0"), reason: "RefNotPermitted", message: "zone"},
 		{name: "this host", allow: true, res: addrs("0.0.0.0"), reason: "RefNotPermitted", message: "unspecified"},
 		{name: "a Kong Pod", allow: true, res: addrs("10.244.0.7"), reason: "RefNotPermitted", message: "Kong Pod"},
 		{name: "another namespace's Service", allow: true, res: addrs("10.96.2.2"), reason: "RefNotPermitted", message: "team-b/db"},

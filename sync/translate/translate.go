@@ -76,9 +76,10 @@ type translator struct {
 	// clusterIPs index the Services by ClusterIP (clusterIPIndex).
 	clusterIPs     map[netip.Addr]types.NamespacedName
 	clusterIPsOnce sync.Once
-	// movedClusterIPs are the ClusterIPs whose Service is another than in
-	// the translation a Memo keeps outputs of (none when it keeps none).
-	movedClusterIPs map[netip.Addr]bool
+	// movedAddresses are those whose verdict (forbiddenTarget) may have
+	// changed since the translation a Memo keeps outputs of: cluster IPs
+	// whose Service is another, Kong Pods' IPs that came or went.
+	movedAddresses map[netip.Addr]bool
 	// changedNamespaces are the namespaces that appeared, went or changed
 	// their labels since that translation.
 	changedNamespaces map[string]bool
