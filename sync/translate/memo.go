@@ -30,9 +30,9 @@ import (
 // routes, is applied again.
 //
 // A Memo never changes a result (TestMemoMatchesAFreshTranslation,
-// TestMemoFollowsRandomEdits and the fuzz target hold it to that). A Result from a Memo stays valid until the
-// Memo's next Translate, which reuses and reorders its entities; a Memo is
-// not safe for concurrent use.
+// TestMemoFollowsRandomEdits and the fuzz target hold it to that). A
+// Result from a Memo stays valid until the Memo's next Translate, which
+// reuses and reorders its entities; a Memo is not safe for concurrent use.
 type Memo struct {
 	shared sharedInputs
 	routes map[*metav1.ObjectMeta]*routeOutput
@@ -65,9 +65,10 @@ func (m *Memo) Translate(s *snapshot.Snapshot, refused Refusals) Result {
 		// (reusable), not all of them.
 		t.movedAddresses = movedClusterIPs(m.clusterIPs, t.clusterIPIndex())
 	}
-	// (Moved cluster IPs are other Services, whatever the versions say.)
+	// Cluster IPs that moved are other Services, whatever the versions say.
 	clusterIPsMoved := t.movedAddresses != nil
-	// So are Kong Pods' IPs, which come and go with every rollout.
+	// Kong Pods' IPs, which come and go with every rollout, are forbidden
+	// targets too: those that came or went count as moved.
 	t.movedAddresses = withMovedKongPods(t.movedAddresses, m.shared.kongPodIPs, shared.kongPodIPs)
 	// Namespaces come and go, and change, all the time in some clusters;
 	// the translation reads only their labels, for the routes in them
