@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -106,6 +107,58 @@ func TestBackendEscapes(t *testing.T) {
 	if err := noForbiddenTarget(kong.RawConfig()); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestAClusterIPTakenLaterRefusesTheBackend: a route is served with an
+// endpoint at an address no Service holds; then another namespace's
+// Service takes that address as its ClusterIP. The route's backend is
+// refused at once, although nothing of the route, its Service or its
+// EndpointSlice changed (the translation's Memo translates again the
+// routes with an address at a cluster IP that changed hands), while a
+// route beside it stays served.
+func TestAClusterIPTakenLaterRefusesTheBackend(t *testing.T) {
+	kong := kongdouble.New(kongdouble.Options{})
+	defer kong.Close()
+	w := newWorld(t)
+	// A free ClusterIP: one the API server allocates, released again.
+	other := w.ns + "-b"
+	w.create(namespace(other))
+	w.create(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: other},
+		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "sql", Port: 5432}}}})
+	probe, err := env.Kube.CoreV1().Services(other).Get(w.ctx, "probe", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	free := probe.Spec.ClusterIP
+	if err := env.Kube.CoreV1().Services(other).Delete(w.ctx, "probe", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	w.backend(w.ns, "web", 80, 8080, "198.18.0.40", free)
+	w.backend(w.ns, "good", 80, 8080, "198.18.0.41")
+	w.create(w.route("web", []string{"web.example.com"}, gwv1.HTTPRouteRule{BackendRefs: []gwv1.HTTPBackendRef{backendRef("", "web", 80, 1)}}))
+	w.create(w.route("good", []string{"good.example.com"}, gwv1.HTTPRouteRule{BackendRefs: []gwv1.HTTPBackendRef{backendRef("", "good", 80, 1)}}))
+	startKonglet(t, kong, w.kongletArgs()...)
+	both := []string{"198.18.0.40:8080", free + ":8080"}
+	slices.Sort(both) // Kong's targets are listed in order
+	eventually(t, 10*time.Second, "both routes served, web at both endpoints", func() error {
+		return errors.Join(expectTargets(kong, "web.example.com", "/", both...)(),
+			expectTargets(kong, "good.example.com", "/", "198.18.0.41:8080")())
+	})
+	// The address may take a moment to be free again.
+	eventually(t, 10*time.Second, "another namespace's Service takes the address as its ClusterIP", func() error {
+		_, err := env.Kube.CoreV1().Services(other).Create(w.ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: other},
+			Spec: corev1.ServiceSpec{ClusterIP: free, Ports: []corev1.ServicePort{{Name: "sql", Port: 5432}}}}, metav1.CreateOptions{})
+		return err
+	})
+	eventually(t, 10*time.Second, "the backend at the taken address is refused", func() error {
+		return w.routeCondSays("web", "ResolvedRefs", metav1.ConditionFalse, "RefNotPermitted", "the ClusterIP of Service "+other+"/db")
+	})
+	eventually(t, 10*time.Second, "Kong no longer targets the taken address, and still serves the other route", func() error {
+		if strings.Contains(string(kong.RawConfig()), free+":8080") {
+			return fmt.Errorf("%s:8080 is still a target", free)
+		}
+		return expectTargets(kong, "good.example.com", "/", "198.18.0.41:8080")()
+	})
 }
 
 // TestExternalNameOffByDefault: without --allow-external-name an
