@@ -161,6 +161,39 @@ func TestAClusterIPTakenLaterRefusesTheBackend(t *testing.T) {
 	})
 }
 
+// TestAKongPodsIPGivenLaterRefusesTheBackend: a route is served with an
+// endpoint at an address no Pod holds; then a new Kong replica gets that
+// IP (in a status update, as the kubelet gives it). The backend is refused
+// at once: the Kong Pods' status ports listen on their IPs.
+func TestAKongPodsIPGivenLaterRefusesTheBackend(t *testing.T) {
+	kong := kongdouble.New(kongdouble.Options{})
+	defer kong.Close()
+	w := newWorld(t)
+	w.createPod("kong-a")
+	w.createPod("kong-b") // a replica scheduled, with no IP yet
+	w.backend(w.ns, "web", 80, 8080, "198.18.0.50", "198.18.0.51")
+	w.create(w.route("web", []string{"web.example.com"}, gwv1.HTTPRouteRule{BackendRefs: []gwv1.HTTPBackendRef{backendRef("", "web", 80, 1)}}))
+	startKonglet(t, kong, append(w.kongletArgs(), "--pod-name", "kong-a", "--pod-namespace", w.ns)...)
+	eventually(t, 10*time.Second, "the route served at both endpoints", expectTargets(kong, "web.example.com", "/", "198.18.0.50:8080", "198.18.0.51:8080"))
+	pod, err := env.Kube.CoreV1().Pods(w.ns).Get(w.ctx, "kong-b", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod.Status.PodIP, pod.Status.PodIPs = "198.18.0.51", []corev1.PodIP{{IP: "198.18.0.51"}}
+	if _, err := env.Kube.CoreV1().Pods(w.ns).UpdateStatus(w.ctx, pod, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "the backend at the new replica's IP is refused", func() error {
+		return w.routeCondSays("web", "ResolvedRefs", metav1.ConditionFalse, "RefNotPermitted", "the address of a Kong Pod")
+	})
+	eventually(t, 10*time.Second, "Kong no longer targets the replica", func() error {
+		if strings.Contains(string(kong.RawConfig()), "198.18.0.51:8080") {
+			return fmt.Errorf("198.18.0.51:8080 is still a target")
+		}
+		return nil
+	})
+}
+
 // TestExternalNameOffByDefault: without --allow-external-name an
 // ExternalName backend is refused with a message that names the flag.
 func TestExternalNameOffByDefault(t *testing.T) {
