@@ -194,7 +194,7 @@ func TestEncoderMatchesMarshal(t *testing.T) {
 			t.Fatalf("%s: the Encoder's service sizes differ from Marshal's", step)
 		}
 		// It keeps the document until the next one: no guessed slack.
-		if cap(got) > len(got)+len(got)/16 {
+		if cap(got) > len(got)+len(got)/keptSlack {
 			t.Fatalf("%s: the Encoder keeps a %d-byte buffer for a %d-byte document", step, cap(got), len(got))
 		}
 	}
@@ -340,7 +340,7 @@ func TestPartsThatOutgrowTheirPlaceStillMatch(t *testing.T) {
 				if !bytes.Equal(got, w) {
 					t.Fatalf("an entity of %d control characters at %d of the %s: the document differs from encoding/json's (%d and %d bytes)", size, at, list, len(got), len(w))
 				}
-				if cap(got) > len(got)+len(got)/16 {
+				if cap(got) > len(got)+len(got)/keptSlack {
 					t.Fatalf("an entity of %d control characters at %d of the %s: the Encoder keeps a %d-byte buffer for a %d-byte document", size, at, list, cap(got), len(got))
 				}
 			}
