@@ -100,6 +100,17 @@ func cachedSlice(ns, service string) *snapshot.EndpointSlice {
 		Labels: map[string]string{discoveryv1.LabelServiceName: service}}}, false)
 }
 
+// woke tells whether a trigger's channel (notify: a sync; status: the
+// status path) was signalled, and takes the signal.
+func woke(ch chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
 // TestOnlyServicesRoutesNameWakeASync: once a snapshot has shown which
 // Services routes of the bound Gateway name, a change to another Service or
 // its EndpointSlices wakes nothing; one to a named Service, to konglet's own
@@ -155,14 +166,6 @@ func TestServicesWithClusterIPsWakeASyncAnywhere(t *testing.T) {
 	c := &Cache{Trigger: NewTrigger(time.Millisecond, time.Millisecond), scope: Scope{PodNamespace: "kong"}, serviceIndex: newBackendIndex()}
 	c.backends.Store(&map[types.NamespacedName]bool{{Namespace: "app", Name: "web"}: true})
 	events := c.events()
-	woke := func() bool {
-		select {
-		case <-c.Trigger.notify:
-			return true
-		default:
-			return false
-		}
-	}
 	// The handlers see the objects as the caches keep them.
 	service := func(name, rv string, ips ...string) *snapshot.Service {
 		return snapshot.ServiceOf(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "other", Name: name, ResourceVersion: rv}, Spec: corev1.ServiceSpec{ClusterIPs: ips}})
@@ -184,7 +187,7 @@ func TestServicesWithClusterIPsWakeASyncAnywhere(t *testing.T) {
 		}, false},
 	} {
 		tc.event()
-		if got := woke(); got != tc.want {
+		if got := woke(c.Trigger.notify); got != tc.want {
 			t.Errorf("%s: woke a sync %v, want %v", tc.name, got, tc.want)
 		}
 	}
@@ -196,14 +199,6 @@ func TestServicesWithClusterIPsWakeASyncAnywhere(t *testing.T) {
 // choose the publish Service; a change of conditions only (every load's)
 // wakes the status path alone.
 func TestPodChangesTheTranslationReadsWakeASync(t *testing.T) {
-	woke := func(ch chan struct{}) bool {
-		select {
-		case <-ch:
-			return true
-		default:
-			return false
-		}
-	}
 	pod := func(name, rv, app string, ready corev1.ConditionStatus, ips ...string) *corev1.Pod {
 		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "kong", Name: name, ResourceVersion: rv, Labels: map[string]string{"app": app}},
 			Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: ready}}}}
@@ -256,15 +251,8 @@ func TestOnlyNamespaceLabelsWakeASync(t *testing.T) {
 		{"labels", namespace("2", map[string]string{"env": "prod"}, nil), namespace("3", map[string]string{"env": "dev"}, nil), true},
 	} {
 		events.OnUpdate(tc.old, tc.new)
-		select {
-		case <-c.Trigger.notify:
-			if !tc.want {
-				t.Errorf("a Namespace's %s changed: woke a sync", tc.name)
-			}
-		default:
-			if tc.want {
-				t.Errorf("a Namespace's %s changed: woke no sync", tc.name)
-			}
+		if got := woke(c.Trigger.notify); got != tc.want {
+			t.Errorf("a Namespace's %s changed: woke a sync %v, want %v", tc.name, got, tc.want)
 		}
 	}
 }
@@ -310,14 +298,7 @@ func TestAServiceNamedWhileSnapshottingWakesASync(t *testing.T) {
 		case <-time.After(time.Millisecond):
 		}
 	}
-	drain := func() bool {
-		select {
-		case <-c.Trigger.notify:
-			return true
-		default:
-			return false
-		}
-	}
+	drain := func() bool { return woke(c.Trigger.notify) }
 	drain() // the route's update
 	events := c.events()
 	slice := cachedSlice("app", "api")

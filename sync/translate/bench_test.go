@@ -104,12 +104,22 @@ func BenchmarkTranslate(b *testing.B) {
 // that holds the previous document, after one route changed.
 // 3,300 routes is the size of the propagation benchmark.
 func BenchmarkTranslateSync(b *testing.B) {
-	for _, n := range []int{1_000, 3_300, 10_000, 50_000} {
+	benchSyncs(b, []int{1_000, 3_300, 10_000, 50_000}, func(snap *snapshot.Snapshot, i int) {
+		n := len(snap.HTTPRoutes)
+		r := snap.HTTPRoutes[i%n].DeepCopy()
+		r.Generation++
+		snap.HTTPRoutes[i%n] = r
+	})
+}
+
+// benchSyncs measures, for each number of routes, a sync through a Memo
+// and an Encoder that hold the previous translation, after change made
+// its i-th change to the snapshot. The caches' versions start at 1 (the
+// informers always set them); a change counts its own.
+func benchSyncs(b *testing.B, sizes []int, change func(snap *snapshot.Snapshot, i int)) {
+	for _, n := range sizes {
 		b.Run(fmt.Sprintf("routes=%d", n), func(b *testing.B) {
 			snap := benchSnapshot(n)
-			// Only routes change, so the caches keep their versions of the
-			// Services and EndpointSlices, and of the cluster IPs (which
-			// the informers always set).
 			snap.BackendsVersion, snap.ClusterIPsVersion = 1, 1
 			var memo translate.Memo
 			var enc declarative.Encoder
@@ -118,9 +128,7 @@ func BenchmarkTranslateSync(b *testing.B) {
 			}
 			b.ReportAllocs()
 			for i := 0; b.Loop(); i++ {
-				r := snap.HTTPRoutes[i%n].DeepCopy()
-				r.Generation++
-				snap.HTTPRoutes[i%n] = r
+				change(snap, i)
 				if _, _, err := enc.MarshalSizes(memo.Translate(snap, nil).Config); err != nil {
 					b.Fatal(err)
 				}
@@ -148,30 +156,15 @@ func BenchmarkEncodeFirstSync(b *testing.B) {
 // (or deleted) in a namespace no route uses: the cluster's cluster IPs
 // changed, which any route's endpoints are checked against.
 func BenchmarkTranslateServiceElsewhere(b *testing.B) {
-	for _, n := range []int{3_300, 10_000} {
-		b.Run(fmt.Sprintf("routes=%d", n), func(b *testing.B) {
-			snap := benchSnapshot(n)
-			snap.BackendsVersion, snap.ClusterIPsVersion = 1, 1
-			var memo translate.Memo
-			var enc declarative.Encoder
-			if _, _, err := enc.MarshalSizes(memo.Translate(snap, nil).Config); err != nil {
-				b.Fatal(err)
-			}
-			key := types.NamespacedName{Namespace: "elsewhere", Name: "svc"}
-			b.ReportAllocs()
-			for i := 0; b.Loop(); i++ {
-				if _, ok := snap.Services[key]; ok {
-					delete(snap.Services, key)
-				} else {
-					snap.Services[key] = snapshot.ServiceOf(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name},
-						Spec: corev1.ServiceSpec{ClusterIP: "10.96.0.10", ClusterIPs: []string{"10.96.0.10"}}})
-				}
-				snap.BackendsVersion++
-				snap.ClusterIPsVersion++
-				if _, _, err := enc.MarshalSizes(memo.Translate(snap, nil).Config); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
-	}
+	key := types.NamespacedName{Namespace: "elsewhere", Name: "svc"}
+	benchSyncs(b, []int{3_300, 10_000}, func(snap *snapshot.Snapshot, _ int) {
+		if _, ok := snap.Services[key]; ok {
+			delete(snap.Services, key)
+		} else {
+			snap.Services[key] = snapshot.ServiceOf(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name},
+				Spec: corev1.ServiceSpec{ClusterIP: "10.96.0.10", ClusterIPs: []string{"10.96.0.10"}}})
+		}
+		snap.BackendsVersion++
+		snap.ClusterIPsVersion++
+	})
 }

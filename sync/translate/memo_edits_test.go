@@ -119,6 +119,17 @@ func (e *randomEditor) serviceKey() types.NamespacedName {
 	return keys[e.rng.IntN(len(keys))]
 }
 
+// editService replaces a random Service with a copy that edit changed, as
+// an informer does, and counts the change.
+func (e *randomEditor) editService(edit func(*snapshot.Service)) {
+	key := e.serviceKey()
+	svc := *e.snap.Services[key]
+	edit(&svc)
+	e.snap.Services = maps.Clone(e.snap.Services)
+	e.snap.Services[key] = &svc
+	e.backendsVersion++
+}
+
 // edit makes one random edit and says which.
 func (e *randomEditor) edit() string {
 	s := e.snap
@@ -166,15 +177,12 @@ func (e *randomEditor) edit() string {
 		}
 		return "an HTTPRoute deleted"
 	case 3:
-		key := e.serviceKey()
-		svc := *s.Services[key]
-		svc.Ports = slices.Clone(svc.Ports)
-		if len(svc.Ports) > 0 {
-			svc.Ports[0].Port = int32(80 + e.rng.IntN(2))
-		}
-		s.Services = maps.Clone(s.Services)
-		s.Services[key] = &svc
-		e.backendsVersion++
+		e.editService(func(svc *snapshot.Service) {
+			svc.Ports = slices.Clone(svc.Ports)
+			if len(svc.Ports) > 0 {
+				svc.Ports[0].Port = int32(80 + e.rng.IntN(2))
+			}
+		})
 		return "a Service's port"
 	case 4:
 		key := e.serviceKey()
@@ -196,14 +204,14 @@ func (e *randomEditor) edit() string {
 		// deleted, or replaced by another namespace's in one step.
 		address := e.endpointAddress()
 		s.Services = maps.Clone(s.Services)
-		what := "a cluster IP at an endpoint's address"
+		what, deleted := "a cluster IP at an endpoint's address", false
 		for key := range s.Services {
 			if key.Name == "at-"+address {
 				delete(s.Services, key)
-				what += ", deleted"
+				what, deleted = what+", deleted", true
 			}
 		}
-		if what == "a cluster IP at an endpoint's address" || e.rng.IntN(2) == 0 {
+		if !deleted || e.rng.IntN(2) == 0 {
 			key := types.NamespacedName{Namespace: []string{"ns-other", "ns-1", "ns-2"}[e.rng.IntN(3)], Name: "at-" + address}
 			s.Services[key] = snapshot.ServiceOf(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name},
 				Spec: corev1.ServiceSpec{ClusterIP: address, ClusterIPs: []string{address}}})
@@ -259,26 +267,22 @@ func (e *randomEditor) edit() string {
 		}[e.rng.IntN(3)]
 		return "refusals"
 	case 11:
-		key := e.serviceKey()
-		svc := *s.Services[key]
-		svc.UpstreamMode = []string{"", snapshot.UpstreamModeService}[e.rng.IntN(2)]
-		s.Services = maps.Clone(s.Services)
-		s.Services[key] = &svc
-		e.backendsVersion++
+		e.editService(func(svc *snapshot.Service) {
+			svc.UpstreamMode = []string{"", snapshot.UpstreamModeService}[e.rng.IntN(2)]
+		})
 		return "a Service's upstream mode"
 	case 12:
 		// An ExternalName at an endpoint's address, as an IP or as a
 		// name resolved there.
-		key := e.serviceKey()
-		svc := *s.Services[key]
-		svc.Type, svc.ExternalName = corev1.ServiceTypeExternalName, e.endpointAddress()
-		if e.rng.IntN(2) == 0 {
-			svc.ExternalName = fmt.Sprintf("name-%d.example.com", e.rng.IntN(len(s.ExternalNames)))
-		}
-		s.Services = maps.Clone(s.Services)
-		s.Services[key] = &svc
-		e.backendsVersion++
-		return "an ExternalName Service at " + svc.ExternalName
+		var name string
+		e.editService(func(svc *snapshot.Service) {
+			svc.Type, svc.ExternalName = corev1.ServiceTypeExternalName, e.endpointAddress()
+			if e.rng.IntN(2) == 0 {
+				svc.ExternalName = fmt.Sprintf("name-%d.example.com", e.rng.IntN(len(s.ExternalNames)))
+			}
+			name = svc.ExternalName
+		})
+		return "an ExternalName Service at " + name
 	default:
 		// A Kong Pod at one of the endpoints' addresses.
 		s.Pods = []*corev1.Pod{{ObjectMeta: metav1.ObjectMeta{Name: "kong", Namespace: "kong", UID: "kong-uid"},
