@@ -16,7 +16,8 @@ import (
 )
 
 // benchSnapshot has n HTTPRoutes, each with two matches and one backend, on
-// n Services of three ready endpoints each.
+// n Services of three ready endpoints each. The routes have a uid and a
+// generation, as from an API server.
 func benchSnapshot(n int) *snapshot.Snapshot {
 	s := &snapshot.Snapshot{
 		ControllerName: snapshot.DefaultControllerName,
@@ -52,7 +53,7 @@ func benchSnapshot(n int) *snapshot.Snapshot {
 		}
 		s.EndpointSlices[key] = []*snapshot.EndpointSlice{snapshot.EndpointSliceOf(slice, false)}
 		s.HTTPRoutes = append(s.HTTPRoutes, &gwv1.HTTPRoute{
-			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("route-%d", i), Namespace: ns},
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("route-%d", i), Namespace: ns, UID: types.UID(fmt.Sprintf("route-%d-uid", i)), Generation: 1},
 			Spec: gwv1.HTTPRouteSpec{
 				CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{{Name: "gw", Namespace: ptr(gwv1.Namespace("kong"))}}},
 				Hostnames:       []gwv1.Hostname{gwv1.Hostname(fmt.Sprintf("app-%d.example.com", i))},
@@ -135,6 +136,24 @@ func benchSyncs(b *testing.B, sizes []int, change func(snap *snapshot.Snapshot, 
 			}
 		})
 	}
+}
+
+// BenchmarkTranslateAfterStatusWrites is the sync after a status write to
+// every route (konglet writes one to each route that attaches): each route
+// is a new object of the same spec, uid and generation. The routes switch
+// between two such sets of objects, made in the first two syncs.
+func BenchmarkTranslateAfterStatusWrites(b *testing.B) {
+	var sets [2][]*gwv1.HTTPRoute
+	benchSyncs(b, []int{10_000}, func(snap *snapshot.Snapshot, i int) {
+		if sets[i%2] == nil {
+			sets[i%2] = make([]*gwv1.HTTPRoute, len(snap.HTTPRoutes))
+			for j, r := range snap.HTTPRoutes {
+				written := *r
+				sets[i%2][j] = &written
+			}
+		}
+		snap.HTTPRoutes = sets[i%2]
+	})
 }
 
 // BenchmarkEncodeFirstSync is the encoding of a first sync alone (a new

@@ -20,14 +20,16 @@ import (
 // almost every route is unchanged, and rebuilding each one's Kong entities
 // and statuses was most of a translation, mostly allocation and garbage
 // collection. An HTTPRoute or GRPCRoute is reused when it is the very same
-// object (informer caches keep an object's pointer until it changes), the
-// Services and EndpointSlices its backends resolved to are too, its
-// namespace did not change, none of its backends' addresses is a cluster
-// IP that changed hands or a Kong Pod's that came or went, and nothing
-// else that every route depends on changed (Gateways, ListenerSets,
-// ReferenceGrants, Secrets, Kong, refusals...): then its entities and
-// statuses are taken over and only its rank, which depends on the other
-// routes, is applied again.
+// object (informer caches keep an object's pointer until it changes) or
+// one of the same uid and generation (a status write, konglet's own among
+// them, makes a new object of the same spec), the Services and
+// EndpointSlices its backends resolved to are too, its namespace did not
+// change, none of its backends' addresses is a cluster IP that changed
+// hands or a Kong Pod's that came or went, and nothing else that every
+// route depends on changed (Gateways, ListenerSets, ReferenceGrants,
+// Secrets, Kong, refusals...): then its entities and statuses are taken
+// over and only its rank, which depends on the other routes, is applied
+// again.
 //
 // A Memo never changes a result (TestMemoMatchesAFreshTranslation,
 // TestMemoFollowsRandomEdits and the fuzz target hold it to that). A
@@ -35,7 +37,7 @@ import (
 // reuses and reorders its entities; a Memo is not safe for concurrent use.
 type Memo struct {
 	shared sharedInputs
-	routes map[*metav1.ObjectMeta]*routeOutput
+	routes map[routeIdentity]*routeOutput
 	ranks  int // how many routes the last translation ranked
 	// upstreams are the last translation's, by name and in order.
 	upstreams       map[string]*declarative.Upstream
@@ -248,7 +250,7 @@ func independent(r route) bool { return r.kind == kindHTTPRoute || r.kind == kin
 
 // keptRoutes hand the route outputs of one translation to the next.
 type keptRoutes struct {
-	previous, next map[*metav1.ObjectMeta]*routeOutput
+	previous, next map[routeIdentity]*routeOutput
 	// previousRanks and nextRanks are how many routes each ranked.
 	previousRanks, nextRanks int
 	// previousStatuses and nextStatuses are the routes' statuses of each.
@@ -300,13 +302,34 @@ func (k *keptRoutes) upstreamsByName(upstreams map[string]*declarative.Upstream,
 	return sorted
 }
 
-// previousOf returns the previous translation's output for the very route
-// object of meta, whether or not it still holds. k is nil without a Memo.
-func (k *keptRoutes) previousOf(meta *metav1.ObjectMeta) *routeOutput {
+// routeIdentity is what a route's output is kept under: the route's uid
+// when it has one and a generation (from an API server), else the object.
+type routeIdentity struct {
+	uid  types.UID
+	meta *metav1.ObjectMeta
+}
+
+func identityOf(meta *metav1.ObjectMeta) routeIdentity {
+	if meta.UID != "" && meta.Generation != 0 {
+		return routeIdentity{uid: meta.UID}
+	}
+	return routeIdentity{meta: meta}
+}
+
+// previousOf returns the previous translation's output for the route of
+// meta, whether or not it still holds, when the route is the very same
+// object or one of the same spec (the same route, uid and generation). k is
+// nil without a Memo.
+func (k *keptRoutes) previousOf(kind gwv1.Kind, meta *metav1.ObjectMeta) *routeOutput {
 	if k == nil {
 		return nil
 	}
-	return k.previous[meta]
+	out := k.previous[identityOf(meta)]
+	if out == nil || out.route.meta == meta ||
+		out.route.kind == kind && out.route.meta.Namespace == meta.Namespace && out.route.meta.Name == meta.Name && out.route.meta.Generation == meta.Generation {
+		return out
+	}
+	return nil
 }
 
 // reusable returns out, the previous translation's output for the very
@@ -367,6 +390,6 @@ func (k *keptRoutes) statuses(n int) map[ObjectRef][]gwv1.RouteParentStatus {
 func (k *keptRoutes) keep(r route, rank int, out *routeOutput) {
 	if k != nil && independent(r) {
 		out.route, out.rank = r, rank
-		k.next[r.meta] = out
+		k.next[identityOf(r.meta)] = out
 	}
 }

@@ -133,7 +133,7 @@ func (e *randomEditor) editService(edit func(*snapshot.Service)) {
 // edit makes one random edit and says which.
 func (e *randomEditor) edit() string {
 	s := e.snap
-	switch e.rng.IntN(14) {
+	switch e.rng.IntN(15) {
 	case 0:
 		i := e.rng.IntN(len(s.HTTPRoutes))
 		r := s.HTTPRoutes[i].DeepCopy()
@@ -148,7 +148,9 @@ func (e *randomEditor) edit() string {
 			ref.Name, ref.Namespace, ref.Weight = gwv1.ObjectName(key.Name), ptr(gwv1.Namespace(key.Namespace)), ptr(int32(e.rng.IntN(3)))
 			r.Spec.Rules[0].BackendRefs, what = append(slices.Clone(r.Spec.Rules[0].BackendRefs), ref), what+"backends"
 		case 2:
-			r.CreationTimestamp, what = e.creationTime(), what+"rank" // as if deleted and created again
+			// Deleted and created again: another uid, generation 1 (the
+			// spec may be the same or not).
+			r.CreationTimestamp, r.UID, r.Generation, what = e.creationTime(), types.UID(fmt.Sprintf("uid-%d", e.rng.Uint32())), 1, what+"rank"
 		case 3:
 			r.Spec.ParentRefs[0].SectionName, what = ptr(gwv1.SectionName([]string{"http", "labelled"}[e.rng.IntN(2)])), what+"listener"
 		}
@@ -157,8 +159,9 @@ func (e *randomEditor) edit() string {
 		return what
 	case 1:
 		// A GRPCRoute on an HTTPRoute's hostname: the older one wins it.
-		g := &gwv1.GRPCRoute{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("grpc-%d", e.rng.Uint32()), Namespace: fmt.Sprintf("ns-%d", e.rng.IntN(editedRoutes)),
-			CreationTimestamp: e.creationTime()},
+		id := e.rng.Uint32()
+		g := &gwv1.GRPCRoute{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("grpc-%d", id), Namespace: fmt.Sprintf("ns-%d", e.rng.IntN(editedRoutes)),
+			UID: types.UID(fmt.Sprintf("grpc-%d-uid", id)), Generation: 1, CreationTimestamp: e.creationTime()},
 			Spec: gwv1.GRPCRouteSpec{CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{{Name: "gw", Namespace: ptr(gwv1.Namespace("kong"))}}},
 				Hostnames: []gwv1.Hostname{gwv1.Hostname(fmt.Sprintf("app-%d.example.com", e.rng.IntN(editedRoutes)))},
 				Rules: []gwv1.GRPCRouteRule{{BackendRefs: []gwv1.GRPCBackendRef{{BackendRef: gwv1.BackendRef{BackendObjectReference: gwv1.BackendObjectReference{
@@ -283,6 +286,25 @@ func (e *randomEditor) edit() string {
 			name = svc.ExternalName
 		})
 		return "an ExternalName Service at " + name
+	case 13:
+		// A status write: a new object of the same spec, uid and
+		// generation (konglet's own writes, another controller's).
+		s.HTTPRoutes, s.GRPCRoutes = slices.Clone(s.HTTPRoutes), slices.Clone(s.GRPCRoutes)
+		for i, r := range s.HTTPRoutes {
+			if e.rng.IntN(2) == 0 {
+				r = r.DeepCopy()
+				r.Status.Parents = []gwv1.RouteParentStatus{{ControllerName: "example.com/other"}}
+				s.HTTPRoutes[i] = r
+			}
+		}
+		for i, g := range s.GRPCRoutes {
+			if e.rng.IntN(2) == 0 {
+				g = g.DeepCopy()
+				g.Status.Parents = []gwv1.RouteParentStatus{{ControllerName: "example.com/other"}}
+				s.GRPCRoutes[i] = g
+			}
+		}
+		return "routes' statuses"
 	default:
 		// A Kong Pod at one of the endpoints' addresses.
 		s.Pods = []*corev1.Pod{{ObjectMeta: metav1.ObjectMeta{Name: "kong", Namespace: "kong", UID: "kong-uid"},

@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"maps"
 	"reflect"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+	"weak"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -146,23 +148,25 @@ func TestMemoMatchesAFreshTranslation(t *testing.T) {
 			second := r.Spec.Rules[0].BackendRefs[0]
 			second.Weight = ptr(int32(3))
 			r.Spec.Rules[0].BackendRefs = append(r.Spec.Rules[0].BackendRefs, second)
+			r.Generation++
 			snap.HTTPRoutes[6] = r
 		}, true},
 		{"an older route appears (every rank moves)", func() {
 			r := snap.HTTPRoutes[7].DeepCopy()
-			r.Name, r.CreationTimestamp = "ancient", metav1.NewTime(time.Unix(1, 0))
+			r.Name, r.UID, r.CreationTimestamp = "ancient", "ancient-uid", metav1.NewTime(time.Unix(1, 0))
 			r.Spec.Hostnames = []gwv1.Hostname{"app-7.example.com"} // competes with route-7
 			snap.HTTPRoutes = append(snap.HTTPRoutes, r)
 		}, true},
 		{"a route is deleted", func() { snap.HTTPRoutes = snap.HTTPRoutes[1:] }, true},
 		{"a route ranked just before an identical one appears", func() {
 			r := snap.HTTPRoutes[10].DeepCopy()
-			r.Name = "a-" + r.Name // same namespace, sorts first
+			r.Name, r.UID = "a-"+r.Name, "a-"+r.UID // same namespace, sorts first
 			snap.HTTPRoutes = append(snap.HTTPRoutes, r)
 		}, true},
 		{"a route leaves the Gateway", func() {
 			r := snap.HTTPRoutes[8].DeepCopy()
 			r.Spec.ParentRefs[0].Name = "other"
+			r.Generation++
 			snap.HTTPRoutes[8] = r
 		}, true},
 		{"Kong refuses a route", func() {
@@ -190,6 +194,37 @@ func TestMemoMatchesAFreshTranslation(t *testing.T) {
 		}, false},
 		{"Kong changes its router", func() { snap.Kong = snapshot.DefaultKong(snapshot.RouterTraditionalCompat) }, false},
 		{"a route is deleted (every regex_priority after it moves)", func() { snap.HTTPRoutes = snap.HTTPRoutes[1:] }, true},
+		// A status write gives a route a new object of the same spec.
+		{"every route's status is written (same uid and generation)", func() {
+			snap.HTTPRoutes = slices.Clone(snap.HTTPRoutes)
+			for i, r := range snap.HTTPRoutes {
+				r = r.DeepCopy()
+				r.Status.Parents = []gwv1.RouteParentStatus{{ControllerName: "example.com/other"}}
+				snap.HTTPRoutes[i] = r
+			}
+		}, true},
+		{"a route's spec changes after its status was written", func() {
+			r := snap.HTTPRoutes[3].DeepCopy()
+			r.Spec.Hostnames = []gwv1.Hostname{"moved.example.com"}
+			r.Generation++
+			snap.HTTPRoutes[3] = r
+		}, true},
+		{"a route is deleted and created again with another spec (generation 1 both times)", func() {
+			r := snap.HTTPRoutes[4].DeepCopy()
+			r.UID, r.CreationTimestamp = "again-uid", metav1.NewTime(time.Unix(2, 0)) // the oldest now
+			r.Spec.Hostnames = []gwv1.Hostname{"again.example.com"}
+			snap.HTTPRoutes[4] = r
+		}, true},
+		// Informers list an object once; a Memo takes an output once
+		// whatever its input.
+		{"a route is listed twice", func() { snap.HTTPRoutes = append(slices.Clip(snap.HTTPRoutes), snap.HTTPRoutes[0]) }, true},
+		{"and once again", func() { snap.HTTPRoutes = snap.HTTPRoutes[:len(snap.HTTPRoutes)-1] }, true},
+		{"another route has a route's uid and generation", func() {
+			r := snap.HTTPRoutes[5].DeepCopy()
+			r.Name = "same-uid"
+			snap.HTTPRoutes = append([]*gwv1.HTTPRoute{r}, snap.HTTPRoutes...)
+		}, true},
+		{"and goes", func() { snap.HTTPRoutes = snap.HTTPRoutes[1:] }, true},
 		{"nothing again", func() {}, true},
 	}
 	for _, c := range changes {
@@ -208,6 +243,29 @@ func TestMemoMatchesAFreshTranslation(t *testing.T) {
 		}
 		prev = got
 	}
+}
+
+// TestMemoLetsGoOfARouteAStatusWriteReplaced: a route's output taken over
+// for a newer object of the same spec (after a status write) reads the new
+// object; the Memo keeps the old one alive no longer (after a status write
+// to every route, the old objects would double the routes' memory).
+func TestMemoLetsGoOfARouteAStatusWriteReplaced(t *testing.T) {
+	snap := benchSnapshot(3)
+	var memo translate.Memo
+	before := memo.Translate(snap, nil).Config.Services
+	written := snap.HTTPRoutes[1].DeepCopy()
+	written.Status.Parents = []gwv1.RouteParentStatus{{ControllerName: "example.com/other"}}
+	old := weak.Make(snap.HTTPRoutes[1])
+	snap.HTTPRoutes = []*gwv1.HTTPRoute{snap.HTTPRoutes[0], written, snap.HTTPRoutes[2]}
+	after := memo.Translate(snap, nil).Config.Services
+	if !slices.Contains(before, after[1]) {
+		t.Fatalf("the route's service %s was translated again, not taken over", after[1].Name)
+	}
+	runtime.GC()
+	if old.Value() != nil {
+		t.Fatal("the Memo keeps the route's old object alive")
+	}
+	runtime.KeepAlive(&memo)
 }
 
 // TestMemoAcrossGoldenInputs runs every golden input through one Memo and

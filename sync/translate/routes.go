@@ -32,19 +32,25 @@ func rankedRoutes(s *snapshot.Snapshot, kept *keptRoutes) (ranked []*route, prev
 		n -= min(n, len(kept.previous))
 	}
 	fresh := make([]route, 0, n)
-	for _, r := range s.HTTPRoutes {
-		if out := kept.previousOf(&r.ObjectMeta); out != nil {
+	// A kept output is taken once (a snapshot not from informers may list
+	// a route twice).
+	take := func(kind gwv1.Kind, meta *metav1.ObjectMeta, from func() route) {
+		if out := kept.previousOf(kind, meta); out != nil && byRank[out.rank] == nil {
+			if out.route.meta != meta {
+				// The same spec in a newer object: the output reads the
+				// new one, and the old one can go.
+				out.route = from()
+			}
 			byRank[out.rank] = out
 		} else {
-			fresh = append(fresh, fromHTTPRoute(r))
+			fresh = append(fresh, from())
 		}
 	}
+	for _, r := range s.HTTPRoutes {
+		take(kindHTTPRoute, &r.ObjectMeta, func() route { return fromHTTPRoute(r) })
+	}
 	for _, r := range s.GRPCRoutes {
-		if out := kept.previousOf(&r.ObjectMeta); out != nil {
-			byRank[out.rank] = out
-		} else {
-			fresh = append(fresh, fromGRPCRoute(r))
-		}
+		take(kindGRPCRoute, &r.ObjectMeta, func() route { return fromGRPCRoute(r) })
 	}
 	// The other kinds are never kept.
 	for _, r := range s.TLSRoutes {
@@ -197,7 +203,7 @@ func (t *translator) translateRoutes(routes []*route, previous []*routeOutput, g
 func (m *mergedRoutes) statuses(routes []*route, kept *keptRoutes) map[ObjectRef][]gwv1.RouteParentStatus {
 	statuses := kept.statuses(len(routes))
 	if kept != nil {
-		kept.next = make(map[*metav1.ObjectMeta]*routeOutput, len(routes))
+		kept.next = make(map[routeIdentity]*routeOutput, len(routes))
 	}
 	withStatus := 0
 	for rank, r := range routes {

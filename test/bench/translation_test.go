@@ -50,9 +50,11 @@ func (b *bencher) translation(t *testing.T) {
 	for _, line := range lines {
 		f := strings.Fields(line)
 		// BenchmarkTranslate is a first translation; BenchmarkTranslateSync
-		// every later sync, through the Memo the sidecar keeps, and
+		// every later sync, through the Memo the sidecar keeps,
 		// BenchmarkTranslateServiceElsewhere one after a change of the
-		// cluster's cluster IPs, which any route may depend on.
+		// cluster's cluster IPs, which any route may depend on, and
+		// BenchmarkTranslateAfterStatusWrites one after every route got
+		// a new object of the same spec.
 		// Without a -N suffix the benchmark ran on one core.
 		benchName, cores := f[0], 1
 		if i := strings.LastIndex(benchName, "-"); i > 0 {
@@ -62,7 +64,8 @@ func (b *bencher) translation(t *testing.T) {
 		}
 		bench, size, ok := strings.Cut(benchName, "/routes=")
 		kind := map[string]string{"BenchmarkTranslate": "first translation", "BenchmarkTranslateSync": "sync after one route edit (Memo)",
-			"BenchmarkTranslateServiceElsewhere": "sync after a Service created elsewhere (Memo)"}[bench]
+			"BenchmarkTranslateServiceElsewhere":  "sync after a Service created elsewhere (Memo)",
+			"BenchmarkTranslateAfterStatusWrites": "sync after a status write to every route (Memo)"}[bench]
 		if !ok || kind == "" {
 			continue
 		}
