@@ -6,6 +6,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 )
 
@@ -16,6 +17,20 @@ type listenerSet struct {
 	listeners []*listener
 }
 
+// listenerSetParent is the Gateway a ListenerSet points at (false: its
+// parentRef is of another kind).
+func listenerSetParent(obj *gwv1.ListenerSet) (types.NamespacedName, bool) {
+	ref := obj.Spec.ParentRef
+	if (ref.Group != nil && *ref.Group != gwv1.GroupName) || (ref.Kind != nil && *ref.Kind != kindGateway) {
+		return types.NamespacedName{}, false
+	}
+	parent := types.NamespacedName{Namespace: obj.Namespace, Name: string(ref.Name)}
+	if ref.Namespace != nil {
+		parent.Namespace = string(*ref.Namespace)
+	}
+	return parent, true
+}
+
 // listenerSets takes the ListenerSets that point at g, oldest first (the
 // Gateway API's order), and checks that g allows them.
 func (t *translator) listenerSets(g *gateway) {
@@ -24,13 +39,7 @@ func (t *translator) listenerSets(g *gateway) {
 		return cmp.Or(a.CreationTimestamp.Compare(b.CreationTimestamp.Time), cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
 	})
 	for _, obj := range sets {
-		ref := obj.Spec.ParentRef
-		ns := obj.Namespace
-		if ref.Namespace != nil {
-			ns = string(*ref.Namespace)
-		}
-		if (ref.Group != nil && *ref.Group != gwv1.GroupName) || (ref.Kind != nil && *ref.Kind != kindGateway) ||
-			ns != g.key.Namespace || string(ref.Name) != g.key.Name {
+		if parent, ok := listenerSetParent(obj); !ok || parent != g.key {
 			continue
 		}
 		if !t.listenerSetAllowed(g, obj.Namespace) {

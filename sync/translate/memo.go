@@ -77,7 +77,7 @@ func (m *Memo) Translate(s *snapshot.Snapshot, refused Refusals) Result {
 	// (allowedRoutes) and for ListenerSets (allowedListeners), whose
 	// listeners any route may attach to.
 	if changed := changedNamespaces(m.shared.namespaces, shared.namespaces); len(changed) > 0 {
-		if holdListenerSets(changed, shared.listenerSets) { // the same as before when routes are kept
+		if holdListenerSets(changed, shared.listenerSets, shared.gateways) { // the same as before when routes are kept
 			m.routes = nil
 		}
 		t.changedNamespaces = changed
@@ -211,9 +211,15 @@ func changedNamespaces(before, now map[string]*corev1.Namespace) map[string]bool
 	return changed
 }
 
-// holdListenerSets tells whether one of the namespaces holds a ListenerSet.
-func holdListenerSets(namespaces map[string]bool, sets []*gwv1.ListenerSet) bool {
-	return slices.ContainsFunc(sets, func(set *gwv1.ListenerSet) bool { return namespaces[set.Namespace] })
+// holdListenerSets tells whether one of the namespaces holds a ListenerSet
+// of one of the Gateways (the caches hold every ListenerSet of the cluster).
+func holdListenerSets(namespaces map[string]bool, sets []*gwv1.ListenerSet, gateways []*gwv1.Gateway) bool {
+	return slices.ContainsFunc(sets, func(set *gwv1.ListenerSet) bool {
+		parent, ok := listenerSetParent(set)
+		return ok && namespaces[set.Namespace] && slices.ContainsFunc(gateways, func(g *gwv1.Gateway) bool {
+			return g.Namespace == parent.Namespace && g.Name == parent.Name
+		})
+	})
 }
 
 func sameResolution(a, b snapshot.Resolution) bool {

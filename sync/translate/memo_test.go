@@ -374,6 +374,18 @@ spec:
   - {name: a, protocol: HTTP, port: 80, hostname: a.example.com, allowedRoutes: {namespaces: {from: All}}}
 ---
 apiVersion: v1
+kind: Namespace
+metadata: {name: other}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: ListenerSet
+metadata: {name: theirs, namespace: other, uid: theirs-uid, generation: 1}
+spec:
+  parentRef: {name: another-gateway, namespace: kong}
+  listeners:
+  - {name: a, protocol: HTTP, port: 80, hostname: other.example.com}
+---
+apiVersion: v1
 kind: Service
 metadata: {name: app, namespace: apps}
 spec: {ports: [{port: 80}]}
@@ -405,6 +417,10 @@ spec:
 	relabel("idle", nil)
 	if again := sameResult(t, "a namespace without routes or ListenerSets relabelled", &memo, snap, nil); again.Config.Services[0] != before {
 		t.Error("a namespace without routes or ListenerSets relabelled: the route was translated again")
+	}
+	relabel("other", map[string]string{"sets": "allowed"})
+	if again := sameResult(t, "a namespace with another Gateway's ListenerSet relabelled", &memo, snap, nil); again.Config.Services[0] != before {
+		t.Error("a namespace with another Gateway's ListenerSet relabelled: the route was translated again")
 	}
 	relabel("team", nil)
 	if res := sameResult(t, "the ListenerSet's namespace is no longer allowed", &memo, snap, nil); len(res.Config.Services) != 0 {
