@@ -697,6 +697,7 @@ func (l *Loop) translateFor(kong snapshot.Kong) (*translation, error) {
 // translateSnapshot translates snap with the refusals as they are now.
 func (l *Loop) translateSnapshot(snap *snapshot.Snapshot) (*translation, error) {
 	result := l.memo.Translate(snap, l.refusals.forTranslation())
+	l.metrics.routesTranslated.Add(float64(result.RoutesTranslated))
 	doc, sizes, err := l.encoder.MarshalSizes(result.Config)
 	if err != nil {
 		return nil, err

@@ -16,6 +16,9 @@ type Metrics struct {
 	statusFailures prometheus.Counter
 	configCurrent  prometheus.Gauge
 	gatewayUsable  *prometheus.GaugeVec
+	// routesTranslated counts the routes translated anew; the others
+	// were taken over from the previous translation (translate.Memo).
+	routesTranslated prometheus.Counter
 }
 
 // Push results, the values of konglet_kong_pushes_total{result}.
@@ -78,8 +81,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "konglet_gateway_usable",
 			Help: "Per bound Gateway (--gateway): 1 when konglet can serve it, 0 when it is missing, of a GatewayClass that is not konglet's, or has no usable listener.",
 		}, []string{"gateway"}),
+		routesTranslated: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "konglet_routes_translated_total",
+			Help: "Routes the translations translated anew; a translation takes the others over from the one before (a route is translated again when it, its backends, its namespace or what every route reads changed).",
+		}),
 	}
 	reg.MustRegister(m.syncDuration, m.pushes, m.configBytes, m.lastSuccess, m.refused, m.kongReachable,
-		m.statusWrites, m.statusFailures, m.kongRoutes, m.kongRestarts, m.configCurrent, m.gatewayUsable)
+		m.statusWrites, m.statusFailures, m.kongRoutes, m.kongRestarts, m.configCurrent, m.gatewayUsable, m.routesTranslated)
 	return m
 }

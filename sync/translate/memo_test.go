@@ -268,6 +268,43 @@ func TestMemoLetsGoOfARouteAStatusWriteReplaced(t *testing.T) {
 	runtime.KeepAlive(&memo)
 }
 
+// TestMemoCountsTheRoutesItTranslates: a Result says how many routes were
+// translated anew, the figure konglet_routes_translated_total adds up.
+func TestMemoCountsTheRoutesItTranslates(t *testing.T) {
+	snap := benchSnapshot(30)
+	var memo translate.Memo
+	steps := []struct {
+		name   string
+		change func()
+		want   int
+	}{
+		{"first", func() {}, 30},
+		{"nothing changed", func() {}, 0},
+		{"a route edited", func() {
+			r := snap.HTTPRoutes[3].DeepCopy()
+			r.Spec.Hostnames, r.Generation = []gwv1.Hostname{"edited.example.com"}, r.Generation+1
+			snap.HTTPRoutes[3] = r
+		}, 1},
+		{"a status write to every route", func() {
+			for i, r := range snap.HTTPRoutes {
+				r = r.DeepCopy()
+				r.Status.Parents = []gwv1.RouteParentStatus{{ControllerName: "example.com/other"}}
+				snap.HTTPRoutes[i] = r
+			}
+		}, 0},
+		{"Kong's router changed", func() { snap.Kong = snapshot.DefaultKong(snapshot.RouterTraditionalCompat) }, 30},
+	}
+	for _, step := range steps {
+		step.change()
+		if got := memo.Translate(snap, nil).RoutesTranslated; got != step.want {
+			t.Errorf("%s: %d routes translated, want %d", step.name, got, step.want)
+		}
+	}
+	if got := translate.Translate(snap, nil).RoutesTranslated; got != 30 {
+		t.Errorf("without a Memo: %d routes translated, want 30", got)
+	}
+}
+
 // TestMemoAcrossGoldenInputs runs every golden input through one Memo and
 // Encoder, in both orders and for both routers, against fresh
 // translations: nothing of one input may leak into the next.

@@ -151,6 +151,17 @@ type mergedRoutes struct {
 	upstreams map[string]*declarative.Upstream
 }
 
+// takenOver counts the outputs a Memo kept.
+func (m *mergedRoutes) takenOver() int {
+	n := 0
+	for _, reused := range m.reused {
+		if reused {
+			n++
+		}
+	}
+	return n
+}
+
 // translateRoutes translates the routes in rank order and merges their
 // outputs but for their statuses (see statuses); an unchanged route's
 // previous output (by rank in previous, a Memo's) is merged instead.

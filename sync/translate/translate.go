@@ -36,6 +36,9 @@ type Refusals map[ObjectRef]string
 type Result struct {
 	Config *declarative.Config
 	Status Status
+	// RoutesTranslated is how many routes were translated anew: all of
+	// them, but for those a Memo took over.
+	RoutesTranslated int
 }
 
 // Status holds the desired statuses, without timestamps: the status writer
@@ -123,7 +126,7 @@ func (t *translator) run(kept *keptRoutes) Result {
 		routeStatuses = maps.Clone(routeStatuses)
 		noteUnranked(routeStatuses, cfg.Services, unranked)
 	}
-	return Result{Config: cfg, Status: Status{
+	return Result{Config: cfg, RoutesTranslated: len(ranked) - routes.takenOver(), Status: Status{
 		GatewayClasses: classes,
 		Gateways:       gatewayStatuses,
 		ListenerSets:   listenerSetStatuses,
