@@ -16,8 +16,9 @@ type Metrics struct {
 	statusFailures prometheus.Counter
 	configCurrent  prometheus.Gauge
 	gatewayUsable  *prometheus.GaugeVec
-	// routesTranslated counts the routes translated anew; the others
-	// were taken over from the previous translation (translate.Memo).
+	// routesTranslated counts the routes of the bound Gateways translated
+	// anew; the others were taken over from the previous translation
+	// (translate.Memo).
 	routesTranslated prometheus.Counter
 }
 
@@ -83,7 +84,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"gateway"}),
 		routesTranslated: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "konglet_routes_translated_total",
-			Help: "Routes the translations translated anew; a translation takes the others over from the one before (a route is translated again when it, its backends, its namespace or what every route reads changed).",
+			Help: "Routes of the bound Gateways the translations translated anew; a translation takes the others over from the one before (a route is translated again when it, its backends, its namespace or what every route reads changed).",
 		}),
 	}
 	reg.MustRegister(m.syncDuration, m.pushes, m.configBytes, m.lastSuccess, m.refused, m.kongReachable,

@@ -268,8 +268,9 @@ func TestMemoLetsGoOfARouteAStatusWriteReplaced(t *testing.T) {
 	runtime.KeepAlive(&memo)
 }
 
-// TestMemoCountsTheRoutesItTranslates: a Result says how many routes were
-// translated anew, the figure konglet_routes_translated_total adds up.
+// TestMemoCountsTheRoutesItTranslates: a Result says how many routes of
+// the bound Gateways were translated anew, the figure
+// konglet_routes_translated_total adds up.
 func TestMemoCountsTheRoutesItTranslates(t *testing.T) {
 	snap := benchSnapshot(30)
 	var memo translate.Memo
@@ -291,6 +292,11 @@ func TestMemoCountsTheRoutesItTranslates(t *testing.T) {
 				r.Status.Parents = []gwv1.RouteParentStatus{{ControllerName: "example.com/other"}}
 				snap.HTTPRoutes[i] = r
 			}
+		}, 0},
+		{"a route of another Gateway appears", func() {
+			r := snap.HTTPRoutes[4].DeepCopy()
+			r.Name, r.UID, r.Spec.ParentRefs[0].Name = "elsewhere", "elsewhere-uid", "another-gateway"
+			snap.HTTPRoutes = append(snap.HTTPRoutes, r)
 		}, 0},
 		{"Kong's router changed", func() { snap.Kong = snapshot.DefaultKong(snapshot.RouterTraditionalCompat) }, 30},
 	}

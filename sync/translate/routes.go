@@ -151,11 +151,12 @@ type mergedRoutes struct {
 	upstreams map[string]*declarative.Upstream
 }
 
-// takenOver counts the outputs a Memo kept.
-func (m *mergedRoutes) takenOver() int {
+// translatedOurs counts the routes of the bound Gateways (those with a
+// status entry of ours) translated anew, not taken over from a Memo.
+func (m *mergedRoutes) translatedOurs() int {
 	n := 0
-	for _, reused := range m.reused {
-		if reused {
+	for rank, out := range m.outs {
+		if !m.reused[rank] && len(out.parents) > 0 {
 			n++
 		}
 	}

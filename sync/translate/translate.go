@@ -36,8 +36,10 @@ type Refusals map[ObjectRef]string
 type Result struct {
 	Config *declarative.Config
 	Status Status
-	// RoutesTranslated is how many routes were translated anew: all of
-	// them, but for those a Memo took over.
+	// RoutesTranslated is how many routes of the bound Gateways (those
+	// with a parentRef to one) were translated anew: all of them, but for
+	// those a Memo took over. Other routes cost a look at their
+	// parentRefs.
 	RoutesTranslated int
 }
 
@@ -126,7 +128,7 @@ func (t *translator) run(kept *keptRoutes) Result {
 		routeStatuses = maps.Clone(routeStatuses)
 		noteUnranked(routeStatuses, cfg.Services, unranked)
 	}
-	return Result{Config: cfg, RoutesTranslated: len(ranked) - routes.takenOver(), Status: Status{
+	return Result{Config: cfg, RoutesTranslated: routes.translatedOurs(), Status: Status{
 		GatewayClasses: classes,
 		Gateways:       gatewayStatuses,
 		ListenerSets:   listenerSetStatuses,
