@@ -217,7 +217,7 @@ func holdListenerSets(namespaces map[string]bool, sets []*gwv1.ListenerSet, gate
 	return slices.ContainsFunc(sets, func(set *gwv1.ListenerSet) bool {
 		parent, ok := listenerSetParent(set)
 		return ok && namespaces[set.Namespace] && slices.ContainsFunc(gateways, func(g *gwv1.Gateway) bool {
-			return g.Namespace == parent.Namespace && g.Name == parent.Name
+			return types.NamespacedName{Namespace: g.Namespace, Name: g.Name} == parent
 		})
 	})
 }
@@ -331,8 +331,8 @@ func (k *keptRoutes) previousOf(kind gwv1.Kind, meta *metav1.ObjectMeta) *routeO
 		return nil
 	}
 	out := k.previous[identityOf(meta)]
-	if out == nil || out.route.meta == meta ||
-		out.route.kind == kind && out.route.meta.Namespace == meta.Namespace && out.route.meta.Name == meta.Name && out.route.meta.Generation == meta.Generation {
+	if out != nil && out.route.kind == kind && out.route.meta.Namespace == meta.Namespace && out.route.meta.Name == meta.Name &&
+		sameSpec(out.route.meta, meta) {
 		return out
 	}
 	return nil
