@@ -124,11 +124,17 @@ func (c *fakeCache) WaitStatus(context.Context) error            { return nil }
 
 func (c *fakeCache) set(t *testing.T, yaml string) {
 	t.Helper()
+	c.snap = snapshotOf(t, yaml)
+}
+
+// snapshotOf builds the snapshot that set(yaml) would hold.
+func snapshotOf(t *testing.T, yaml string) *snapshot.Snapshot {
+	t.Helper()
 	var objs snapshot.Objects
 	if err := objs.Decode(strings.NewReader(yaml), "test"); err != nil {
 		t.Fatal(err)
 	}
-	c.snap = objs.Build(snapshot.DefaultControllerName, nil, snapshotPublish, snapshot.DefaultKong(snapshot.RouterExpressions))
+	return objs.Build(snapshot.DefaultControllerName, nil, snapshotPublish, snapshot.DefaultKong(snapshot.RouterExpressions))
 }
 
 var snapshotPublish = types.NamespacedName{Namespace: "kong", Name: "kong-proxy"}

@@ -102,12 +102,16 @@ func TestStatusWritesWaitOutALongSync(t *testing.T) {
 	// A quiet period long enough that a loaded machine starts the second
 	// sync within it.
 	l, w, cache, ctx := statusLoop(t, kong, 200*time.Millisecond, 5*time.Second)
+	// The change is decoded before the first sync, so that nothing but
+	// scheduling delays the second (under -race, on a loaded machine,
+	// decoding it in between once took more than the quiet period).
+	changed := snapshotOf(t, budgetBase+service("a")+route("a", "r", 1, 2))
 	if err := l.Sync(ctx); err != nil {
 		t.Fatal(err)
 	}
 	// A change right after: the second sync loads, as long as the test
 	// holds it.
-	cache.set(t, budgetBase+service("a")+route("a", "r", 1, 2))
+	cache.snap = changed
 	kong.hold = make(chan struct{})
 	synced := make(chan error, 1)
 	go func() { synced <- l.Sync(ctx) }()
