@@ -4,7 +4,6 @@
 package reconcile
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -130,7 +129,7 @@ type Loop struct {
 	refusals  refusals
 	memo      translate.Memo      // the previous translation's work, for the next
 	encoder   declarative.Encoder // the previous document, for the next
-	hashed    hashedDoc           // the last document hashed
+	hasher    declarative.Hasher  // the last document hashed, to hash the next one from where it differs
 	failures  int
 	kongNode  string      // the node id of the Kong last seen
 	info      *admin.Info // GET / as last answered: translations go on while Kong is down
@@ -632,7 +631,7 @@ func (l *Loop) Sync(ctx context.Context) error {
 			continue
 		}
 		if kongErr != nil {
-			hash, loadErr = declarative.Hash(doc), kongErr
+			hash, loadErr = l.hasher.Hash(doc), kongErr
 			l.metrics.pushes.WithLabelValues(pushFailed).Inc()
 			break
 		}
@@ -753,12 +752,6 @@ func (l *Loop) announceRefusals(ctx context.Context, snap *snapshot.Snapshot) {
 	}
 }
 
-// hashedDoc is a document and its hash.
-type hashedDoc struct {
-	doc  []byte
-	hash string
-}
-
 // load sends the configuration document of cfg unless Kong already holds
 // it, and returns its hash.
 func (l *Loop) load(ctx context.Context, doc []byte, cfg *declarative.Config) (string, error) {
@@ -770,14 +763,10 @@ func (l *Loop) load(ctx context.Context, doc []byte, cfg *declarative.Config) (s
 	// is not the last hashed (konglet took over Kong's configuration at its
 	// start); when Kong holds the last hashed, only that one (compared byte
 	// for byte) has its hash.
-	held, hash := l.held(), ""
-	switch {
-	case bytes.Equal(doc, l.hashed.doc):
-		// The same bytes: keep this copy, which the Encoder keeps too, so
-		// that the older one can go.
-		hash, l.hashed.doc = l.hashed.hash, doc
-	case held != "" && held != l.hashed.hash:
-		hash = declarative.Hash(doc)
+	held := l.held()
+	hash, known := l.hasher.Known(doc)
+	if !known && held != "" && held != l.hasher.Last() {
+		hash = l.hasher.Hash(doc)
 	}
 	if hash != "" && hash == held {
 		if current, err := l.kong.ConfigHash(ctx); err == nil && current == hash {
@@ -789,7 +778,7 @@ func (l *Loop) load(ctx context.Context, doc []byte, cfg *declarative.Config) (s
 	var hashing chan string
 	if hash == "" {
 		hashing = make(chan string, 1)
-		go func() { hashing <- declarative.Hash(doc) }()
+		go func() { hashing <- l.hasher.Hash(doc) }()
 	}
 	l.loading.Store(true)
 	defer l.loading.Store(false)
@@ -797,7 +786,6 @@ func (l *Loop) load(ctx context.Context, doc []byte, cfg *declarative.Config) (s
 	if hashing != nil {
 		hash = <-hashing
 	}
-	l.hashed = hashedDoc{doc, hash}
 	if err != nil {
 		result := pushFailed
 		if _, refused := admin.IsRefusal(err); refused {
