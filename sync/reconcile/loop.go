@@ -631,7 +631,7 @@ func (l *Loop) Sync(ctx context.Context) error {
 			continue
 		}
 		if kongErr != nil {
-			hash, loadErr = l.hasher.Hash(doc), kongErr
+			hash, loadErr = declarative.Hash(doc), kongErr
 			l.metrics.pushes.WithLabelValues(pushFailed).Inc()
 			break
 		}
