@@ -102,12 +102,13 @@ type Loop struct {
 	loading atomic.Bool // a load is in flight
 	// syncing tells whether a sync runs, syncEnded when the last one
 	// ended (stored before syncing is cleared; on the monotonic clock, as
-	// nanoseconds since created), and syncs is signalled when one starts or
-	// ends: status writes wait for the syncs to pause.
-	syncing   atomic.Bool
-	syncEnded atomic.Int64
-	syncs     chan struct{}
-	created   time.Time
+	// nanoseconds since created), and statusSyncs and podSyncs are each
+	// signalled when one starts or ends: status writes and Pod reports
+	// wait for the syncs to pause, each on its own signal.
+	syncing               atomic.Bool
+	syncEnded             atomic.Int64
+	statusSyncs, podSyncs chan struct{}
+	created               time.Time
 	// statusQuiet and statusMaxDelay are the constants but in tests.
 	statusQuiet, statusMaxDelay time.Duration
 
@@ -148,7 +149,7 @@ func New(cache Cache, kong Kong, writer StatusWriter, pods PodReporter, events E
 		opts.MaxBackoff = 30 * time.Second
 	}
 	l := &Loop{cache: cache, kong: kong, status: writer, pods: pods, events: events, log: log, metrics: metrics, opts: opts, now: time.Now, created: time.Now(), refusals: refusals{},
-		statuses: make(chan statusJob, 1), syncs: make(chan struct{}, 1), statusQuiet: statusQuiet, statusMaxDelay: statusMaxDelay, podStates: make(chan []corev1.PodCondition, 1)}
+		statuses: make(chan statusJob, 1), statusSyncs: make(chan struct{}, 1), podSyncs: make(chan struct{}, 1), statusQuiet: statusQuiet, statusMaxDelay: statusMaxDelay, podStates: make(chan []corev1.PodCondition, 1)}
 	return l
 }
 
@@ -338,7 +339,11 @@ func (l *Loop) publish() {
 // reportPod writes the newest conditions on this replica's Pod, from the
 // first one on: a restarted konglet tells as soon as the API server
 // answers, caches synced or not. It knows the Pod from its own writes
-// (the informer cache may lag behind them).
+// (the informer cache may lag behind them). After the first, a report
+// yields to syncs as status writes do (statusQuiet, at most
+// statusMaxDelay): every load changes the conditions, and a PATCH per
+// load, which every replica's Pod watch receives, went to the API server
+// while the next change was on its way to Kong.
 func (l *Loop) reportPod(ctx context.Context) {
 	if l.pods == nil {
 		return
@@ -350,6 +355,15 @@ func (l *Loop) reportPod(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case want = <-l.podStates:
+		}
+		if pod != nil {
+			if l.syncsPause(ctx, l.podSyncs, l.statusQuiet, l.statusMaxDelay) != nil {
+				return
+			}
+			select {
+			case want = <-l.podStates: // newer ones came meanwhile
+			default:
+			}
 		}
 		for {
 			now, err := l.pods.Report(ctx, pod, want)
@@ -388,7 +402,7 @@ func (l *Loop) writeStatuses(ctx context.Context) {
 		}
 		// A writer behind (its last writes took longer than the delay)
 		// waits a quiet period at most: syncs keep a turn.
-		if l.syncsPause(ctx, l.statusQuiet, max(time.Until(job.offered.Add(l.statusMaxDelay)), l.statusQuiet)) != nil {
+		if l.syncsPause(ctx, l.statusSyncs, l.statusQuiet, max(time.Until(job.offered.Add(l.statusMaxDelay)), l.statusQuiet)) != nil {
 			return
 		}
 		select {
@@ -418,12 +432,21 @@ const (
 )
 
 // syncsPause returns once no sync has run for quiet, or limit after it
-// was called, or with ctx's error when ctx ends.
-func (l *Loop) syncsPause(ctx context.Context, quiet, limit time.Duration) error {
+// was called, or with ctx's error when ctx ends. signals is the caller's
+// own signal of syncs starting and ending.
+func (l *Loop) syncsPause(ctx context.Context, signals chan struct{}, quiet, limit time.Duration) error {
+	wait := func(ctx context.Context) error {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-signals:
+			return nil
+		}
+	}
 	deadline := time.Now().Add(limit)
 	for {
 		// settle sees no signal during a long sync: it is waited out.
-		if err := settle(ctx, l.waitSync, quiet, time.Until(deadline)); err != nil {
+		if err := settle(ctx, wait, quiet, time.Until(deadline)); err != nil {
 			return err
 		}
 		// A sync that ended as the quiet period did has not been quiet
@@ -442,18 +465,11 @@ func (l *Loop) sinceSyncEnded() time.Duration {
 }
 
 func (l *Loop) signalSync() {
-	select {
-	case l.syncs <- struct{}{}:
-	default:
-	}
-}
-
-func (l *Loop) waitSync(ctx context.Context) error {
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-l.syncs:
-		return nil
+	for _, signals := range []chan struct{}{l.statusSyncs, l.podSyncs} {
+		select {
+		case signals <- struct{}{}:
+		default:
+		}
 	}
 }
 

@@ -158,7 +158,7 @@ func TestSyncsPauseAQuietPeriodAfterASyncThatEndsUnseen(t *testing.T) {
 		l.syncing.Store(false)
 		ended <- time.Now()
 	})
-	if err := l.syncsPause(ctx, quiet, 5*time.Second); err != nil {
+	if err := l.syncsPause(ctx, l.statusSyncs, quiet, 5*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	if since := time.Since(<-ended); since < quiet {
