@@ -18,6 +18,9 @@ type Trigger struct {
 
 	mu         sync.Mutex
 	last, prev time.Time // the two latest changes
+	// first is the first change since Wait last started a sync (zero:
+	// none): a change that came during a sync has waited since then.
+	first time.Time
 }
 
 // NewTrigger returns a trigger with the given quiet period and upper bound.
@@ -32,6 +35,9 @@ func NewTrigger(quiet, maxDelay time.Duration) *Trigger {
 func (t *Trigger) Notify() {
 	t.mu.Lock()
 	t.prev, t.last = t.last, time.Now()
+	if t.first.IsZero() {
+		t.first = t.last
+	}
 	t.mu.Unlock()
 	select {
 	case t.notify <- struct{}{}:
@@ -61,37 +67,53 @@ func (t *Trigger) WaitStatus(ctx context.Context) error {
 	}
 }
 
-// afterPause tells whether the latest change came after a quiet period.
-func (t *Trigger) afterPause() bool {
+// afterPause tells whether the latest change came after a quiet period,
+// and when the first change not synced yet came.
+func (t *Trigger) afterPause() (pause bool, first time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.last.Sub(t.prev) >= t.quiet
+	return t.last.Sub(t.prev) >= t.quiet, t.first
+}
+
+// started records that a sync starts: the changes so far are its.
+func (t *Trigger) started() {
+	t.mu.Lock()
+	t.first = time.Time{}
+	t.mu.Unlock()
 }
 
 // Wait blocks until a sync should start (or ctx ends, returning its error).
 // A change that arrives during the sync that follows is kept for the next
-// Wait.
+// Wait, and counts its wait from its arrival: a sync that took longer
+// than maxDelay is followed at once by the next.
 func (t *Trigger) Wait(ctx context.Context) error {
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-t.notify:
 	}
-	if t.afterPause() {
+	pause, first := t.afterPause()
+	if first.IsZero() {
+		first = time.Now() // the change came as the last sync started
+	}
+	deadline := first.Add(t.maxDelay)
+	if pause || !time.Now().Before(deadline) {
+		t.started()
 		return nil
 	}
-	deadline := time.Now().Add(t.maxDelay)
-	timer := time.NewTimer(t.quiet)
+	timer := time.NewTimer(min(t.quiet, time.Until(deadline)))
 	defer timer.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-timer.C:
+			t.started()
 			return nil
 		case <-t.notify:
 			left := time.Until(deadline)
 			if left <= 0 {
+				t.started()
 				return nil
 			}
 			timer.Reset(min(t.quiet, left))

@@ -80,6 +80,32 @@ func TestTriggerHonoursTheUpperBound(t *testing.T) {
 	}
 }
 
+// TestTriggerCountsTheDelayFromTheFirstChange: a change that came while
+// the last sync ran has waited since it came; its sync starts at most
+// maxDelay after it, not maxDelay after the sync ended.
+func TestTriggerCountsTheDelayFromTheFirstChange(t *testing.T) {
+	const maxDelay = 300 * time.Millisecond
+	tr := fired(t, time.Hour, maxDelay)
+	tr.Notify() // during the sync, right after the one before it
+	tr.Notify()
+	// The sync took the whole max delay.
+	tr.mu.Lock()
+	tr.first = tr.first.Add(-maxDelay)
+	tr.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), maxDelay/2)
+	defer cancel()
+	if err := tr.Wait(ctx); err != nil {
+		t.Fatalf("changes that waited the max delay during a sync waited again: %v", err)
+	}
+	// That sync took them all: the next change waits afresh.
+	tr.Notify()
+	short, cancelShort := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancelShort()
+	if err := tr.Wait(short); err == nil {
+		t.Fatal("a change right after a sync started its own at once")
+	}
+}
+
 func TestTriggerKeepsAChangeDuringSync(t *testing.T) {
 	tr := fired(t, time.Millisecond, 10*time.Millisecond)
 	tr.Notify() // arrives while the caller syncs
@@ -98,7 +124,7 @@ func TestTriggerTellsAPauseFromABurst(t *testing.T) {
 		pause bool
 	}{{time.Hour, true}, {20 * time.Millisecond, true}, {19 * time.Millisecond, false}, {0, false}} {
 		tr.prev, tr.last = now.Add(-c.gap), now
-		if got := tr.afterPause(); got != c.pause {
+		if got, _ := tr.afterPause(); got != c.pause {
 			t.Errorf("a change %v after the previous one: afterPause %v, want %v", c.gap, got, c.pause)
 		}
 	}
