@@ -217,8 +217,11 @@ func (c *Cache) watch(informers ...cache.SharedIndexInformer) error {
 // serviceIndex holds the change (Services and EndpointSlices).
 func (c *Cache) events() cache.ResourceEventHandler {
 	notify := func(obj any) {
-		if c.mayMatter(obj) || hasClusterIP(obj) {
+		switch {
+		case c.mayMatter(obj) || hasClusterIP(obj):
 			c.Trigger.Notify()
+		case c.countsReplicas(obj):
+			c.Trigger.NotifyStatus()
 		}
 	}
 	return cache.ResourceEventHandlerFuncs{
@@ -259,9 +262,11 @@ func hasClusterIP(obj any) bool { return len(clusterIPs(obj)) > 0 }
 
 // mayMatter tells whether a change of obj can change a translation or a
 // status. A Service (or EndpointSlice) matters when a route names it, or
-// when it is in konglet's own namespace (the publish Service and its
-// replicas); in a cluster of many teams most do not, and every replica
-// would otherwise sync on every rollout anywhere. A route that starts to
+// when the Service is in konglet's own namespace (where the publish
+// Service is); in a cluster of many teams most do not, and every replica
+// would otherwise sync on every rollout anywhere. The publish Service's
+// EndpointSlices tell only statuses which replicas are ready
+// (countsReplicas). A route that starts to
 // name a Service is itself a change, and its sync reads the Service from
 // the cache. Likewise a route matters when it names a bound Gateway (or a
 // ListenerSet), or still shows a status konglet wrote.
@@ -270,9 +275,11 @@ func (c *Cache) mayMatter(obj any) bool {
 		obj = tomb.Obj
 	}
 	var key types.NamespacedName
+	publishing := false // where the publish Service may be
 	switch o := obj.(type) {
 	case *snapshot.Service:
 		key = types.NamespacedName{Namespace: o.Namespace, Name: o.Name}
+		publishing = key.Namespace == c.scope.PodNamespace || key == c.scope.PublishService
 	case *snapshot.EndpointSlice:
 		key = types.NamespacedName{Namespace: o.Namespace, Name: o.ServiceName}
 	case *gwv1.HTTPRoute:
@@ -289,7 +296,21 @@ func (c *Cache) mayMatter(obj any) bool {
 		return true
 	}
 	backends := c.backends.Load()
-	return backends == nil || (*backends)[key] || key.Namespace == c.scope.PodNamespace || key == c.scope.PublishService
+	return backends == nil || (*backends)[key] || publishing
+}
+
+// countsReplicas tells whether obj is an EndpointSlice the status writer
+// counts ready replicas from (Programmed): one of
+// konglet's own namespace, where the publish Service is chosen, or of the
+// configured publish Service. A Kong rollout changes them for every Pod
+// that comes or goes; they wake the leader's status path, not a sync on
+// every replica.
+func (c *Cache) countsReplicas(obj any) bool {
+	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
+	es, ok := obj.(*snapshot.EndpointSlice)
+	return ok && (es.Namespace == c.scope.PodNamespace || (types.NamespacedName{Namespace: es.Namespace, Name: es.ServiceName}) == c.scope.PublishService)
 }
 
 // onUpdate skips what cannot change the translation: resyncs, and status-only
@@ -307,6 +328,9 @@ func (c *Cache) onUpdate(oldObj, newObj any) {
 		}
 	}
 	if !c.mayMatter(oldObj) && !c.mayMatter(newObj) && slices.Equal(clusterIPs(oldObj), clusterIPs(newObj)) {
+		if c.countsReplicas(newObj) {
+			c.Trigger.NotifyStatus()
+		}
 		return
 	}
 	if o, ok := oldObj.(*corev1.Namespace); ok && labels.Equals(o.Labels, newObj.(*corev1.Namespace).Labels) {

@@ -113,9 +113,11 @@ func woke(ch chan struct{}) bool {
 
 // TestOnlyServicesRoutesNameWakeASync: once a snapshot has shown which
 // Services routes of the bound Gateway name, a change to another Service or
-// its EndpointSlices wakes nothing; one to a named Service, to konglet's own
-// namespace or to a route of the Gateway does, and one to a route of
-// another Gateway does not.
+// its EndpointSlices wakes nothing; one to a named Service, to a Service of
+// konglet's own namespace or to a route of the Gateway does, and one to a
+// route of another Gateway, or to an EndpointSlice of konglet's own
+// namespace that no route names, does not (it is for statuses:
+// TestReplicaEndpointSlicesWakeOnlyTheStatusPath).
 func TestOnlyServicesRoutesNameWakeASync(t *testing.T) {
 	route, other := backendRoute("r", "kong", "web"), backendRoute("o", "another", "batch")
 	c, err := New(kubefake.NewClientset(), gwfake.NewClientset(route, other), Scope{ControllerName: snapshot.DefaultControllerName, PodNamespace: "kong",
@@ -147,7 +149,8 @@ func TestOnlyServicesRoutesNameWakeASync(t *testing.T) {
 		{service("app", "batch"), false},
 		{cache.DeletedFinalStateUnknown{Obj: cachedSlice("other", "web")}, false},
 		{service("app", "web"), true},
-		{cachedSlice("kong", "kong-proxy"), true},
+		{cachedSlice("kong", "kong-proxy"), false},
+		{service("kong", "kong-proxy"), true},
 		{route, true},
 		{other, false},
 	} {
@@ -225,6 +228,48 @@ func TestPodChangesTheTranslationReadsWakeASync(t *testing.T) {
 		c := &Cache{Trigger: NewTrigger(time.Millisecond, time.Millisecond), scope: Scope{PodNamespace: "kong", PodName: "kong-1", PublishService: tc.publish},
 			serviceIndex: newBackendIndex()}
 		c.events().OnUpdate(tc.old, tc.new)
+		if got := woke(c.Trigger.notify); got != tc.wantSync {
+			t.Errorf("%s: woke a sync %v, want %v", tc.name, got, tc.wantSync)
+		}
+		if got := woke(c.Trigger.status); got != tc.status {
+			t.Errorf("%s: woke the status path %v, want %v", tc.name, got, tc.status)
+		}
+	}
+}
+
+// TestReplicaEndpointSlicesWakeOnlyTheStatusPath: the EndpointSlices of
+// konglet's own namespace (where the publish Service is chosen) and of a
+// publish Service configured elsewhere tell the leader which replicas are
+// ready; a Kong rollout changes them for every Pod, and a sync on every
+// replica for each would translate for nothing. One that a route names is
+// a backend: it wakes a sync.
+func TestReplicaEndpointSlicesWakeOnlyTheStatusPath(t *testing.T) {
+	slice := func(ns, service, rv string) *snapshot.EndpointSlice {
+		return snapshot.EndpointSliceOf(&discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: service + "-1", ResourceVersion: rv,
+			Labels: map[string]string{discoveryv1.LabelServiceName: service}}}, false)
+	}
+	for _, tc := range []struct {
+		name             string
+		event            func(cache.ResourceEventHandler)
+		wantSync, status bool
+	}{
+		{"own namespace, created", func(h cache.ResourceEventHandler) { h.OnAdd(slice("kong", "kong-proxy", "1"), false) }, false, true},
+		{"own namespace, changed", func(h cache.ResourceEventHandler) {
+			h.OnUpdate(slice("kong", "kong-proxy", "1"), slice("kong", "kong-proxy", "2"))
+		}, false, true},
+		{"own namespace, deleted", func(h cache.ResourceEventHandler) {
+			h.OnDelete(cache.DeletedFinalStateUnknown{Obj: slice("kong", "kong-proxy", "2")})
+		}, false, true},
+		{"the configured publish Service's", func(h cache.ResourceEventHandler) { h.OnAdd(slice("edge", "proxy", "1"), false) }, false, true},
+		{"own namespace, a backend", func(h cache.ResourceEventHandler) {
+			h.OnUpdate(slice("kong", "admin-ui", "1"), slice("kong", "admin-ui", "2"))
+		}, true, false},
+		{"elsewhere", func(h cache.ResourceEventHandler) { h.OnAdd(slice("edge", "batch", "1"), false) }, false, false},
+	} {
+		c := &Cache{Trigger: NewTrigger(time.Millisecond, time.Millisecond), serviceIndex: newBackendIndex(),
+			scope: Scope{PodNamespace: "kong", PublishService: types.NamespacedName{Namespace: "edge", Name: "proxy"}}}
+		c.backends.Store(&map[types.NamespacedName]bool{{Namespace: "kong", Name: "admin-ui"}: true})
+		tc.event(c.events())
 		if got := woke(c.Trigger.notify); got != tc.wantSync {
 			t.Errorf("%s: woke a sync %v, want %v", tc.name, got, tc.wantSync)
 		}
