@@ -214,7 +214,8 @@ func (c *Cache) watch(informers ...cache.SharedIndexInformer) error {
 }
 
 // events asks for a sync on every change that can matter, once
-// serviceIndex holds the change (Services and EndpointSlices).
+// serviceIndex holds the change (Services and EndpointSlices), and wakes
+// the status path alone for the EndpointSlices replicas are counted from.
 func (c *Cache) events() cache.ResourceEventHandler {
 	notify := func(obj any) {
 		switch {
@@ -260,13 +261,13 @@ func clusterIPs(obj any) []string {
 // rarely, and their IPs almost never.
 func hasClusterIP(obj any) bool { return len(clusterIPs(obj)) > 0 }
 
-// mayMatter tells whether a change of obj can change a translation or a
-// status. A Service (or EndpointSlice) matters when a route names it, or
-// when the Service is in konglet's own namespace (where the publish
-// Service is); in a cluster of many teams most do not, and every replica
-// would otherwise sync on every rollout anywhere. The publish Service's
-// EndpointSlices tell only statuses which replicas are ready
-// (countsReplicas). A route that starts to
+// mayMatter tells whether a change of obj can change a translation (and
+// the statuses it makes). A Service (or EndpointSlice) matters when a
+// route names it, or when the Service is in konglet's own namespace (where
+// the publish Service is); in a cluster of many teams most do not, and
+// every replica would otherwise sync on every rollout anywhere. The other
+// EndpointSlices of konglet's namespace and of the publish Service only
+// tell the leader which replicas are ready (countsReplicas). A route that starts to
 // name a Service is itself a change, and its sync reads the Service from
 // the cache. Likewise a route matters when it names a bound Gateway (or a
 // ListenerSet), or still shows a status konglet wrote.
@@ -300,9 +301,9 @@ func (c *Cache) mayMatter(obj any) bool {
 }
 
 // countsReplicas tells whether obj is an EndpointSlice the status writer
-// counts ready replicas from (Programmed): one of
-// konglet's own namespace, where the publish Service is chosen, or of the
-// configured publish Service. A Kong rollout changes them for every Pod
+// counts ready replicas from (Programmed): one of konglet's own namespace
+// (where the publish Service is chosen when none is configured), or of
+// the configured publish Service. A Kong rollout changes them for every Pod
 // that comes or goes; they wake the leader's status path, not a sync on
 // every replica.
 func (c *Cache) countsReplicas(obj any) bool {
@@ -328,7 +329,7 @@ func (c *Cache) onUpdate(oldObj, newObj any) {
 		}
 	}
 	if !c.mayMatter(oldObj) && !c.mayMatter(newObj) && slices.Equal(clusterIPs(oldObj), clusterIPs(newObj)) {
-		if c.countsReplicas(newObj) {
+		if c.countsReplicas(oldObj) || c.countsReplicas(newObj) {
 			c.Trigger.NotifyStatus()
 		}
 		return

@@ -75,7 +75,7 @@ func (c *config) flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.kubeconfig, "kubeconfig", "", "kubeconfig file (default: in-cluster)")
 	fs.StringVar(&c.listen, "listen", ":9542", "address of /metrics, /healthz and /readyz")
 	fs.DurationVar(&c.quiet, "sync-quiet-period", 20*time.Millisecond, "a change after a pause this long syncs at once; closer changes are coalesced until they pause this long")
-	fs.DurationVar(&c.maxDelay, "sync-max-delay", 80*time.Millisecond, "but no later than this after the first change")
+	fs.DurationVar(&c.maxDelay, "sync-max-delay", 80*time.Millisecond, "but no later than this after the first change (or when the sync under way ends)")
 	fs.BoolVar(&c.serviceUpstream, "service-upstream", false, "target Services by DNS name instead of Pod IPs (for a mesh); the Service annotation konglet.dev/upstream overrides it")
 	fs.BoolVar(&c.externalName, "allow-external-name", false, "let routes use ExternalName Services; konglet resolves their names every 30s and refuses addresses on loopback, link-local, cloud metadata, Kong Pods and other namespaces' ClusterIPs (docs/security.md)")
 	fs.IntVar(&c.maxConfigBytes, "max-config-bytes", 10<<20, "largest POST /config body sent to Kong (Kong's admin API refuses bodies above nginx_admin_client_max_body_size, 10m by default)")

@@ -81,6 +81,48 @@ func TestReplicasOneStatusWriter(t *testing.T) {
 		}
 	}
 
+	// A replica's endpoint turns not ready (its Pod going away in a Kong
+	// rollout): the leader tells it on Programmed from its peer watch, and
+	// no replica syncs for it (the EndpointSlices of konglet's namespace
+	// wake the status path only).
+	away := (leader + 2) % len(pods)
+	syncs := make([]float64, len(procs))
+	for i, p := range procs {
+		syncs[i] = counter(t, p, "konglet_sync_duration_seconds_count")
+	}
+	setReady := func(ready bool) {
+		t.Helper()
+		slice, err := env.Kube.DiscoveryV1().EndpointSlices(w.ns).Get(w.ctx, "kong-proxy-1", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		slice.Endpoints[away].Conditions = discoveryv1.EndpointConditions{Ready: ptr(ready), Serving: ptr(ready)}
+		if _, err := env.Kube.DiscoveryV1().EndpointSlices(w.ns).Update(w.ctx, slice, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setReady(false)
+	eventually(t, 10*time.Second, "Programmed counts two ready replicas", func() error {
+		c := cond(w.getGateway().Status.Conditions, "Programmed")
+		if want := "2 of 2 ready replicas hold the current configuration; not ready yet: " + pods[away]; c == nil || c.Status != metav1.ConditionTrue || c.Message != want {
+			return fmt.Errorf("Programmed = %+v", c)
+		}
+		return nil
+	})
+	for i, p := range procs {
+		if n := counter(t, p, "konglet_sync_duration_seconds_count"); n != syncs[i] {
+			t.Errorf("replica %s synced %v times for an endpoint of the publish Service", pods[i], n-syncs[i])
+		}
+	}
+	setReady(true)
+	eventually(t, 10*time.Second, "Programmed counts three replicas again", func() error {
+		c := cond(w.getGateway().Status.Conditions, "Programmed")
+		if c == nil || c.Status != metav1.ConditionTrue || c.Message != "3 of 3 ready replicas hold the current configuration" {
+			return fmt.Errorf("Programmed = %+v", c)
+		}
+		return nil
+	})
+
 	// Programmed follows the slowest replica: one whose Kong cannot load the
 	// current configuration turns it False, naming the Pod, until it can.
 	slow := (leader + 1) % len(pods)
