@@ -104,6 +104,23 @@ func TestTriggerCountsTheDelayFromTheFirstChange(t *testing.T) {
 	if err := tr.Wait(short); err == nil {
 		t.Fatal("a change right after a sync started its own at once")
 	}
+	// A sync shorter than the bound: the changes during it wait the rest.
+	tr = fired(t, time.Hour, maxDelay)
+	notified := time.Now()
+	tr.Notify()
+	tr.Notify()
+	const took = 2 * maxDelay / 3
+	tr.mu.Lock()
+	tr.first = tr.first.Add(-took)
+	tr.mu.Unlock()
+	rest, cancelRest := context.WithTimeout(context.Background(), 2*(maxDelay-took))
+	defer cancelRest()
+	if err := tr.Wait(rest); err != nil {
+		t.Fatalf("changes during a sync waited more than the rest of the bound: %v", err)
+	}
+	if waited := time.Since(notified); waited < maxDelay-took {
+		t.Fatalf("changes during a sync waited %v, less than the rest of the bound (%v)", waited, maxDelay-took)
+	}
 }
 
 func TestTriggerKeepsAChangeDuringSync(t *testing.T) {
