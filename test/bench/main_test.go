@@ -80,6 +80,7 @@ func TestBench(t *testing.T) {
 	defer func() {
 		b.results.Duration = time.Since(start).Round(time.Second).String()
 		b.results.LoadAvgEnd = loadAvg()
+		b.results.Env.ReferenceEnd = referenceWork().String()
 		if err := b.results.write(resultsDir()); err != nil {
 			t.Error(err)
 		}

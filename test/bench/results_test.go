@@ -33,9 +33,13 @@ type envInfo struct {
 	CPU          string `json:"cpu"`
 	NumCPU       int    `json:"num_cpu"`
 	LoadAvgStart string `json:"load_avg_start"`
-	ClusterStart string `json:"cluster_start,omitempty"`
-	Commit       string `json:"commit"`
-	Modified     string `json:"modified_files,omitempty"` // uncommitted changes of the product measured
+	// ReferenceStart and ReferenceEnd time referenceWork at the start and
+	// the end of the run.
+	ReferenceStart string `json:"reference_work_start"`
+	ReferenceEnd   string `json:"reference_work_end,omitempty"`
+	ClusterStart   string `json:"cluster_start,omitempty"`
+	Commit         string `json:"commit"`
+	Modified       string `json:"modified_files,omitempty"` // uncommitted changes of the product measured
 }
 
 type results struct {
@@ -52,13 +56,14 @@ type results struct {
 func newResults() *results {
 	return &results{
 		Env: envInfo{
-			Date:         time.Now().UTC().Format(time.RFC3339),
-			GoVersion:    goVersion(),
-			CPU:          cpuModel(),
-			NumCPU:       runtime.NumCPU(),
-			LoadAvgStart: loadAvg(),
-			Commit:       gitOutput("rev-parse", "--short", "HEAD"),
-			Modified:     strings.Join(strings.Fields(gitOutput("diff", "--name-only", "HEAD")), " "),
+			Date:           time.Now().UTC().Format(time.RFC3339),
+			GoVersion:      goVersion(),
+			CPU:            cpuModel(),
+			NumCPU:         runtime.NumCPU(),
+			LoadAvgStart:   loadAvg(),
+			ReferenceStart: referenceWork().String(),
+			Commit:         gitOutput("rev-parse", "--short", "HEAD"),
+			Modified:       strings.Join(strings.Fields(gitOutput("diff", "--name-only", "HEAD")), " "),
 		},
 		LoadAvg: map[string]string{},
 		Raw:     map[string][]any{},
@@ -121,6 +126,11 @@ func (r *results) markdown() string {
 	fmt.Fprintf(&b, "- commit: %s", r.Env.Commit)
 	if r.Env.Modified != "" {
 		fmt.Fprintf(&b, " with uncommitted changes to %s", r.Env.Modified)
+	}
+	b.WriteString("\n")
+	fmt.Fprintf(&b, "- the machine's speed: sorting %d Mi pseudo-random numbers in one goroutine (median of %d; no change of konglet's moves it) took %s at the start", referenceItems>>20, referenceRuns, r.Env.ReferenceStart)
+	if r.Env.ReferenceEnd != "" {
+		fmt.Fprintf(&b, ", %s at the end", r.Env.ReferenceEnd)
 	}
 	b.WriteString("\n")
 	if r.Env.ClusterStart != "" {
@@ -223,4 +233,32 @@ func median(v []float64) float64 {
 	s := slices.Clone(v)
 	slices.Sort(s)
 	return s[len(s)/2]
+}
+
+// referenceItems and referenceRuns size referenceWork.
+const referenceItems, referenceRuns = 1 << 20, 5
+
+// referenceWork times a fixed CPU-bound task that no change of konglet's
+// can move: sorting pseudo-random numbers, branchy and memory-bound as a
+// translation is. On a shared machine the same code's figures move by the
+// hour (one run's translation a third slower than the next); this says how
+// fast the machine was when they were taken.
+func referenceWork() time.Duration {
+	numbers, work := make([]uint64, referenceItems), make([]uint64, referenceItems)
+	x := uint64(88172645463325252)
+	for i := range numbers {
+		x ^= x << 13
+		x ^= x >> 7
+		x ^= x << 17
+		numbers[i] = x
+	}
+	runs := make([]time.Duration, referenceRuns)
+	for i := range runs {
+		copy(work, numbers)
+		start := time.Now()
+		slices.Sort(work)
+		runs[i] = time.Since(start)
+	}
+	slices.Sort(runs)
+	return runs[len(runs)/2].Round(100 * time.Microsecond)
 }
