@@ -252,13 +252,12 @@ func referenceWork() time.Duration {
 		x ^= x << 17
 		numbers[i] = x
 	}
-	runs := make([]time.Duration, referenceRuns)
+	runs := make([]float64, referenceRuns)
 	for i := range runs {
 		copy(work, numbers)
 		start := time.Now()
 		slices.Sort(work)
-		runs[i] = time.Since(start)
+		runs[i] = float64(time.Since(start))
 	}
-	slices.Sort(runs)
-	return runs[len(runs)/2].Round(100 * time.Microsecond)
+	return time.Duration(median(runs)).Round(100 * time.Microsecond)
 }
